@@ -2,6 +2,8 @@
 # The test command of the README: sets up .venv on a fresh machine if it is missing, then runs every check CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `bash tests/run.sh --slow` also runs the cells and tests flagged slow (the real model, long prompts: ~30+ min on 2 CPUs).
+slow=0; [ "${1:-}" = "--slow" ] && slow=1
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
   .venv/bin/pip install -q torch==2.13.0            # first: the CPU build, before anything that depends on torch
@@ -35,7 +37,8 @@ fi
 test -f _proc/index.ipynb || { echo "nbdev_proc_nbs produced no _proc/index.ipynb"; exit 1; }
 
 echo "== nbdev_test (skipping the slow and gpu flags)"
-nbdev_test --n_workers 2 --timing
+if [ $slow = 1 ]; then nbdev_test --n_workers 2 --timing --flags slow; else nbdev_test --n_workers 2 --timing; fi
 
 echo "== pytest"
-python -m pytest tests -n 2 -m "not slow and not gpu" -p no:cacheprovider
+marks="not slow and not gpu"; [ $slow = 1 ] && marks="not gpu"
+python -m pytest tests -n 2 -m "$marks" -p no:cacheprovider
