@@ -39,6 +39,9 @@ test -f _proc/index.ipynb || { echo "nbdev_proc_nbs produced no _proc/index.ipyn
 echo "== nbdev_test (skipping the slow and gpu flags)"
 if [ $slow = 1 ]; then nbdev_test --n_workers 2 --timing --flags slow; else nbdev_test --n_workers 2 --timing; fi
 
-echo "== pytest"
 marks="not slow and not gpu"; [ $slow = 1 ] && marks="not gpu"
-python -m pytest tests -n 2 -m "$marks" -p no:cacheprovider
+echo "== pytest: Triton kernels under the interpreter (own process: TRITON_INTERPRET is read when kernels are defined)"
+TRITON_INTERPRET=1 python -m pytest tests/test_kernels.py -m "$marks" -p no:cacheprovider -q
+
+echo "== pytest: everything else"
+python -m pytest tests -n 2 -m "$marks" -p no:cacheprovider --ignore=tests/test_kernels.py
