@@ -5,7 +5,8 @@ import pytest
 import torch
 from jacap_nb.analysis import (logdet_eye_gram, capacity_proxies, average_ranks, spearman, student_t_two_sided_p,
     regularized_beta, greedy_logdet_selection, brute_force_selection, selection_logdet, taylor_errors,
-    competition_weights, competition_scores, capacity_approximations, capture_prefill, cache_capacity, query_stats, gather_tokens)
+    competition_weights, competition_scores, capacity_approximations, prefill_keys_values, prefill_queries, cache_capacity, query_stats, gather_tokens)
+from jacap_nb.bench import capture_prefill
 from jacap_nb.theory import softmax_jacobian, attention_probs, jacobian_capacity
 
 f64 = dict(dtype=torch.float64)
@@ -152,16 +153,37 @@ def test_competition_form_equals_exact_S():
     assert sc.shape == (2, 40) and sc.dtype == torch.float32 and (sc >= 0).all()
     with pytest.raises(ValueError, match="tau must be"): competition_scores(k, v, mu, var, tau=-1)
 
-def test_capture_prefill_and_cache_capacity_tiny_model():
+def test_prefill_tensors_reproduce_attention_tiny_model():
+    "Keys/values from bench's capture and the rebuilt post-RoPE queries give back the attention module's output."
     from jacap_nb.models import tiny_model
     model = tiny_model()
-    pre = capture_prefill(model, torch.randint(3, 120, (10,)))
-    assert pre.keys.shape == (2, 2, 10, 16) and pre.queries.shape == (2, 4, 10, 16)
-    caps = cache_capacity(pre, {1: torch.tensor([[[0, 1, 9], [0, 4, 9]]])})   # (1, Hkv, B) like press.kept_indices
-    full = cache_capacity(pre, {})
+    out = {}
+    h = model.model.layers[0].self_attn.register_forward_hook(lambda m, a, o: out.update(attn=o[0][0]))
+    try: pre = capture_prefill(model, torch.randint(3, 120, (1, 10)))
+    finally: h.remove()
+    keys, values = prefill_keys_values(pre)
+    queries = prefill_queries(model, pre)
+    assert keys.shape == (2, 2, 10, 16) and values.shape == (2, 2, 10, 16) and queries.shape == (2, 4, 10, 16)
+    k, v = keys[0].repeat_interleave(2, 0), values[0].repeat_interleave(2, 0)
+    heads = torch.softmax(queries[0] @ k.mT / 4 + torch.full((10, 10), -math.inf).triu(1), -1) @ v
+    mine = model.model.layers[0].self_attn.o_proj(heads.transpose(0, 1).reshape(10, -1))
+    torch.testing.assert_close(mine, out["attn"], atol=1e-5, rtol=1e-4)
+    with pytest.raises(ValueError, match="one prompt"): prefill_queries(model, capture_prefill(model, torch.randint(3, 120, (2, 5))))
+    with pytest.raises(ValueError, match="layers"): prefill_queries(model, type(pre)(pre.ids, pre.layers[:1], 0.0))
+
+def test_cache_capacity_tiny_model():
+    from jacap_nb.models import tiny_model
+    model = tiny_model()
+    pre = capture_prefill(model, torch.randint(3, 120, (1, 10)))
+    keys, values = prefill_keys_values(pre)
+    queries = prefill_queries(model, pre)
+    caps = cache_capacity(keys, values, queries, {1: torch.tensor([[[0, 1, 9], [0, 4, 9]]], dtype=torch.int32)})   # (1, Hkv, B) as saved by bench
+    full = cache_capacity(keys, values, queries, {})
     assert set(caps) == {"k", "u", "ku", "jacobian"} and caps["k"].shape == (2, 2)
     torch.testing.assert_close(caps["ku"][0], full["ku"][0])
     assert (caps["ku"][1] < full["ku"][1]).all()
-    with pytest.raises(ValueError, match="layer indices"): cache_capacity(pre, {2: torch.tensor([[0], [0]])})
-    with pytest.raises(ValueError, match=r"\(N,\) or \(1, N\)"): capture_prefill(model, torch.randint(3, 120, (2, 5)))
-    with pytest.raises(ValueError, match="at least 2"): query_stats(pre.queries, start=9)
+    assert set(cache_capacity(keys, values, None, {})) == {"k", "u", "ku"}
+    with pytest.raises(ValueError, match="layer indices"): cache_capacity(keys, values, queries, {2: torch.tensor([[0], [0]])})
+    with pytest.raises(ValueError, match="multiple of Hkv"): cache_capacity(keys, values, queries[:, :3], {})
+    with pytest.raises(ValueError, match=r"\(L, Hkv, N, d\)"): cache_capacity(keys[0], values[0], queries, {})
+    with pytest.raises(ValueError, match="at least 2"): query_stats(queries, start=9)
