@@ -238,26 +238,12 @@ def kvpress_replay(press, model, prefill:Prefill) -> tuple:
             keys.append(k); values.append(v)
     return cache_from_layers(keys, values), [k.shape[2] for k in keys]
 
-# %% ../nbs/09_bench.ipynb #b33438ff
+# %% ../nbs/09_bench.ipynb #82618105
 def jacap_compress(spec:MethodSpec, ratio:float, model, prefill:Prefill) -> tuple:
     "(compressed cache, kept indices dict layer -> (B, Hkv, kept) or None, press) for a jacap_nb method."
+    from jacap_nb.cache import compress_layers
     press = make_jacap_press(spec, ratio)
-    return _jacap_replay(press, model, prefill) + (press,)
-
-# %% ../nbs/09_bench.ipynb #bb999d6f
-def _jacap_replay(press, model, prefill:Prefill) -> tuple:
-    "(compressed cache, kept indices) from replaying an `EvictionPress` layer by layer on a captured prefill."
-    from jacap_nb import cache as jc
-    from jacap_nb.models import model_adapters
-    cache = cache_from_layers([l["keys"] for l in prefill.layers], [l["values"] for l in prefill.layers])
-    am = torch.ones(1, prefill.n_tokens, dtype=torch.bool, device=prefill.ids.device)
-    press.records, press.kept_indices, press.fallbacks, press.stats, press._warned, press._step = [], {}, 0, {}, False, 1
-    press._am, press._prefill_keep = am, jc._prefill_budgets(press, am.sum(-1))
-    with torch.no_grad():
-        for ad, lay in zip(model_adapters(model), prefill.layers):
-            layer = cache.layers[ad.layer_idx] = jc.CompressedLayer.from_layer(cache.layers[ad.layer_idx])
-            press._after_attention(ad, layer, lay["hidden_states"], *lay["position_embeddings"])
-    return cache, dict(press.kept_indices)
+    return compress_layers(press, model, prefill.layers) + (press,)
 
 # %% ../nbs/09_bench.ipynb #f90cb21f
 def answer_token_positions(tokenizer, ex:Example) -> list:
@@ -418,7 +404,7 @@ def _fidelity_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, ma
                           **token_fidelity(ref, logits, cont[0, 1:]), prefill_seconds=pre.seconds,
                           decode_seconds=time.perf_counter() - t0, **info, meta=ex.meta))
 
-# %% ../nbs/09_bench.ipynb #3256790a
+# %% ../nbs/09_bench.ipynb #27cdd77b
 @torch.no_grad()
 def _stream_logits(model, press, ids:torch.Tensor, n_prompt:int) -> torch.Tensor:
     "Logits (T - n_prompt, V) predicting ids[n_prompt + 1:] (and one more), feeding in high-water-aligned chunks."
@@ -465,24 +451,18 @@ def _bytes_per_token(model) -> int:
     return 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * d * next(model.parameters()).element_size()
 
 def make_jacap_press(spec:MethodSpec, ratio:float, **extra):
-    """`jacap_nb.cache.make_press(spec.name, ratio, **spec.options, **extra)`; the bench-only option `head_shared=true`
-    (experimental) averages each layer's scores over its KV heads, so that all heads keep the same positions (as
-    kvpress's TOVA does)."""
+    """`jacap_nb.cache.make_press(spec.name, ratio, **spec.options, **extra)`. The option `head_shared=true` (kept so
+    that older method strings and result configs still parse) means the press option `head_reduce="layer"`: all KV
+    heads of a layer keep the same positions (as kvpress's TOVA does)."""
     from jacap_nb import cache as jc
     opts = {**spec.options, **extra}
     shared = opts.pop("head_shared", False)
-    press = jc.make_press(spec.name, compression_ratio=ratio, **opts)
-    if shared: _share_heads(press)
-    return press
-
-def _share_heads(press):
-    "Wrap the press's per-layer scorer (`_score`, (B, Hkv, P)) so every KV head gets the layer's mean score."
-    import types
-    inner = press._score
-    def shared(self, *a, **k):
-        s = inner(*a, **k)
-        return s.mean(1, keepdim=True).expand_as(s).contiguous()
-    press._score = types.MethodType(shared, press)
+    if not isinstance(shared, bool): raise ValueError(f"head_shared must be true or false; got {shared!r} in {spec.label!r}")
+    if shared:
+        if opts.get("head_reduce", "layer") != "layer": raise ValueError(
+            f"head_shared=true means head_reduce=layer; got head_reduce={opts['head_reduce']!r} in {spec.label!r}")
+        opts["head_reduce"] = "layer"
+    return jc.make_press(spec.name, compression_ratio=ratio, **opts)
 
 RUNNERS = {"qa": _qa_rows, "fidelity": _fidelity_rows, "streaming": _streaming_rows}
 
@@ -525,7 +505,7 @@ def run_bench(task:str,          # a name in jacap_nb.tasks.TASKS
     rows = [r for r in store.rows if r["task"] == task]
     return write_summary(out_dir, rows)
 
-# %% ../nbs/09_bench.ipynb #4e4e420e
+# %% ../nbs/09_bench.ipynb #ca0bcb6f
 def write_config(out_dir, run:dict, model, tokenizer, specs:list) -> dict:
     "Write / extend out_dir/config.json with the checklist and this invocation."
     path = Path(out_dir) / "config.json"
@@ -534,10 +514,18 @@ def write_config(out_dir, run:dict, model, tokenizer, specs:list) -> dict:
                model=model_description(model, tokenizer), versions=library_versions(),
                prompt_template=dict(split="chat template of context + '\\n\\n' + question, cut at the question",
                                     example=_template_example(tokenizer)))
-    cfg.setdefault("methods", {}).update({s.label: dict(backend=s.backend, name=s.name, options=s.options) for s in specs})
+    cfg.setdefault("methods", {}).update({s.label: _method_config(s) for s in specs})
     cfg.setdefault("runs", []).append(run)
     path.write_text(json.dumps(cfg, indent=1, default=_json_default))
     return cfg
+
+def _method_config(spec:MethodSpec) -> dict:
+    "The method's parsed options and, for our presses, the press's resolved config (defaults such as noise_var='auto')."
+    out = dict(backend=spec.backend, name=spec.name, options=spec.options)
+    if spec.backend == "jacap_nb":
+        cfg = make_jacap_press(spec, 0.0).config(); cfg.pop("compression_ratio")
+        out["press"] = cfg
+    return out
 
 def _template_example(tokenizer) -> dict:
     c, q = prompt_ids(tokenizer, "<CONTEXT>", "<QUESTION>", "<ANSWER PREFIX>")

@@ -15,8 +15,9 @@ from .stats import QueryStats, ema_update, rope_mixture
 from .models import model_adapters, sliding_window_layers, cache_kwarg, output_cache
 
 # %% auto #0
-__all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'EvictionPress', 'make_press', 'CompressedContext',
-           'compress_context', 'answer', 'generate']
+__all__ = ['HEAD_REDUCE', 'SCORER_DEFAULTS', 'CompressedLayer', 'cache_bytes', 'select_slots', 'EvictionPress',
+           'share_layer_scores', 'make_press', 'compress_layers', 'CompressedContext', 'compress_context', 'answer',
+           'generate']
 
 # %% ../nbs/06_cache.ipynb #6aa949fb
 class CompressedLayer(DynamicLayer):
@@ -124,7 +125,10 @@ def _check_int(name, x, lo=0, none_ok=False):
     if isinstance(x, bool) or not isinstance(x, int) or x < lo:
         raise ValueError(f"{name} must be an int >= {lo}{' or None' if none_ok else ''}; got {x!r}")
 
-# %% ../nbs/06_cache.ipynb #8699047b
+# %% ../nbs/06_cache.ipynb #7f4c46f8
+HEAD_REDUCE = ("group", "layer")   # valid values of EvictionPress.head_reduce
+SCORER_DEFAULTS = {"jacap": dict(noise_var="auto")}  # press-level scorer kwargs used unless the user passes them
+
 @dataclass
 class EvictionPress:
     "KV-cache eviction with any registered scorer: prefill compression and/or decoding-time eviction."
@@ -143,7 +147,8 @@ class EvictionPress:
     beta: float = 0.99                    # decoding EMA factor
     eps: float = 1e-6                     # variance floor
     deadline: float|None = None           # seconds; a slower scoring falls back to a sliding window
-    scorer_kwargs: dict = field(default_factory=dict) # e.g. tau, noise_var
+    scorer_kwargs: dict = field(default_factory=dict) # e.g. tau, noise_var (jacap: noise_var="auto" unless given)
+    head_reduce: str = "group"            # "group": one kept set per KV head (mean over its GQA query group); "layer": one per layer
 
     def __post_init__(self):
         if self.scorer not in SCORERS: raise ValueError(f"scorer must be one of {', '.join(SCORERS)}; got {self.scorer!r}")
@@ -170,9 +175,16 @@ class EvictionPress:
             if self.target_cache_tokens < self.n_protected: raise ValueError(
                 f"target_cache_tokens={self.target_cache_tokens} is below the {self.n_protected} protected tokens "
                 f"(n_sink={self.n_sink} + window={self.window} + protect spans)")
+        if self.head_reduce not in HEAD_REDUCE: raise ValueError(
+            f"head_reduce must be one of {', '.join(map(repr, HEAD_REDUCE))}; got {self.head_reduce!r}")
+        self.scorer_kwargs = {**SCORER_DEFAULTS.get(self.scorer, {}), **self.scorer_kwargs}
         self._probe_scorer()
         self.records, self.kept_indices, self.fallbacks, self.stats = [], {}, 0, {}
         self._warned, self._hooks = False, []
+
+    def config(self) -> dict:
+        "The press's resolved configuration (all fields, effective scorer kwargs included): what a run must record."
+        return {k: copy.deepcopy(getattr(self, k)) for k in self.__dataclass_fields__}
 
     @property
     def n_protected(self) -> int: return self.n_sink + self.window + sum(e - s for s, e in self.protect)
@@ -260,7 +272,7 @@ def _after_attention(self:EvictionPress, ad, layer:CompressedLayer, h:Tensor, co
         t = self.target_cache_tokens
         self._evict(ad, layer, h, "decode", [t] * h.shape[0], t)
 
-# %% ../nbs/06_cache.ipynb #e1dacd81
+# %% ../nbs/06_cache.ipynb #8f75a0c9
 @patch
 def _scoring_stats(self:EvictionPress, ad, stats:QueryStats, h:Tensor) -> tuple:
     "(mu, var, recent) in the post-RoPE frame, shapes (B, H, d), (B, H, d), (B, H, W, d)."
@@ -271,16 +283,24 @@ def _scoring_stats(self:EvictionPress, ad, stats:QueryStats, h:Tensor) -> tuple:
     mu, var = rope_mixture(stats.mean, stats.var, cos, sin, self.eps)
     return mu, var, stats.recent
 
+def share_layer_scores(scores:Tensor, # (B, Hkv, P) per-KV-head scores of one layer's (real) slots
+                      ) -> Tensor:     # (B, Hkv, P): every head gets the layer's mean of normalised head scores
+    "One score per slot shared by all KV heads: mean over heads of sum-normalised (>= 0) or rank-normalised scores."
+    s = scores.float()
+    if (s >= 0).all(): s = s / s.sum(-1, keepdim=True).clamp_min(torch.finfo(s.dtype).tiny)
+    else: s = s.argsort(-1).argsort(-1).float() / max(s.shape[-1] - 1, 1)
+    return s.mean(1, keepdim=True).expand_as(s).contiguous()
+
 @patch
 def _score(self:EvictionPress, ad, keys:Tensor, values:Tensor, mu, var, recent) -> Tensor:
-    "Scores (B, Hkv, P) of one layer's slots, from the registry (or kernels); mean over each GQA group."
+    "Scores (B, Hkv, P) of one layer's slots, from the registry (or kernels); mean over each GQA group (+ `head_reduce`)."
     b, hkv, p, d = keys.shape
     g = ad.group
     avail = dict(q_mean=mu.view(b, hkv, g, d), q_var=var.view(b, hkv, g, d),
                  queries=None if recent is None else recent.view(b, hkv, g, *recent.shape[2:]))
     kw = {n: avail[n] for n in scorer_needs(self.scorer)}
-    s = _scorer_fn(self.scorer)(keys[:, :, None], values[:, :, None], **kw, **self.scorer_kwargs)
-    return s.float().mean(2)
+    s = _scorer_fn(self.scorer)(keys[:, :, None], values[:, :, None], **kw, **self.scorer_kwargs).float().mean(2)
+    return share_layer_scores(s) if self.head_reduce == "layer" else s
 
 @patch
 def _row_scores(self:EvictionPress, ad, layer:CompressedLayer, valid:Tensor, mu, var, recent) -> Tensor:
@@ -351,7 +371,7 @@ def _evict(self:EvictionPress, ad, layer:CompressedLayer, h:Tensor, phase:str, k
                              bytes_before=nbytes, bytes_after=layer.keys.nbytes + layer.values.nbytes,
                              age_p10=qs[0], age_p50=qs[1], age_p90=qs[2], entropy=entropy, fallback=bool(fell_back)))
 
-# %% ../nbs/06_cache.ipynb #4ac6b3f5
+# %% ../nbs/06_cache.ipynb #66115b9e
 @patch
 @contextmanager
 def __call__(self:EvictionPress, model:nn.Module):
@@ -359,7 +379,7 @@ def __call__(self:EvictionPress, model:nn.Module):
     ads = model_adapters(model)
     sw = sliding_window_layers(model)
     if sw: raise ValueError(f"sliding-window attention layers {sw} are not supported (their cache is already a window)")
-    self.records, self.kept_indices, self.fallbacks, self.stats, self._warned, self._step = [], {}, 0, {}, False, 0
+    self._reset()
     dec = getattr(model, "model", model)
     hooks = [dec.register_forward_pre_hook(_pre_forward(self), with_kwargs=True)]
     try:
@@ -367,6 +387,10 @@ def __call__(self:EvictionPress, model:nn.Module):
         yield self
     finally:
         for hd in hooks: hd.remove()
+
+@patch
+def _reset(self:EvictionPress):
+    self.records, self.kept_indices, self.fallbacks, self.stats, self._warned, self._step = [], {}, 0, {}, False, 0
 
 @patch
 def records_df(self:EvictionPress):
@@ -386,6 +410,26 @@ def make_press(name:str,                     # scorer name in SCORERS
     press_kw = {k: v for k, v in kwargs.items() if k in _PRESS_FIELDS}
     scorer_kw = {k: v for k, v in kwargs.items() if k not in _PRESS_FIELDS}
     return EvictionPress(scorer=name, compression_ratio=compression_ratio, scorer_kwargs=scorer_kw, **press_kw)
+
+# %% ../nbs/06_cache.ipynb #823d1ed2
+@torch.no_grad()
+def compress_layers(press:EvictionPress,  # the press to apply (its records / kept_indices are reset and filled)
+                    model:nn.Module,       # the model the layers were captured from (for its attention adapters)
+                    layers:list,           # per layer: dict(hidden_states (B, N, D), keys, values (B, Hkv, N, d), position_embeddings (cos, sin))
+                   ) -> tuple:             # (DynamicCache of the kept tokens, kept_indices dict layer -> (B, Hkv, kept))
+    "Prefill compression of an already-captured full prefill (no padding), equal to a prefill with `press` hooked in."
+    ads = model_adapters(model)
+    if len(layers) != len(ads): raise ValueError(f"layers must hold one dict per attention layer ({len(ads)}); got {len(layers)}")
+    cache = DynamicCache()
+    for i, lay in enumerate(layers): cache.update(lay["keys"], lay["values"], i)
+    b, n = layers[0]["keys"].shape[0], layers[0]["keys"].shape[2]
+    press._reset(); press._step = 1
+    press._am = torch.ones(b, n, dtype=torch.bool, device=layers[0]["keys"].device)
+    press._prefill_keep = _prefill_budgets(press, press._am.sum(-1))
+    for ad, lay in zip(ads, layers):
+        layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(cache.layers[ad.layer_idx])
+        press._after_attention(ad, layer, lay["hidden_states"], *lay["position_embeddings"])
+    return cache, dict(press.kept_indices)
 
 # %% ../nbs/06_cache.ipynb #38f138e5
 @dataclass

@@ -44,6 +44,7 @@ def test_run_writes_rows_config_and_resumes(tiny, tmp_path):
         assert k in cfg, k
     assert cfg["decoding"]["greedy"] and cfg["decoding"]["max_new_tokens"] == 3
     assert cfg["model"]["n_layers"] == 2 and cfg["methods"]["jacap:tau=5"]["options"] == {"tau": 5}
+    assert cfg["methods"]["jacap:tau=5"]["press"]["scorer_kwargs"] == {"noise_var": "auto", "tau": 5}  # resolved defaults recorded
     assert "torch" in cfg["versions"] and "transformers" in cfg["versions"]
     assert {(s["method"], s["n"]) for s in summ} == {("full", 2), ("knorm", 2), ("jacap:tau=5", 2)}
     assert (tmp_path / "summary.csv").exists() and (tmp_path / "summary.json").exists()
@@ -119,7 +120,7 @@ def test_stream_chunks_equal_token_by_token(tiny):
     torch.testing.assert_close(chunked, torch.cat(out), atol=1e-4, rtol=1e-4)
 
 def test_head_shared_option(tiny):
-    "The bench-only head_shared option keeps the same positions in every KV head of a layer; the default does not."
+    "The head_shared option (= head_reduce=\"layer\") keeps the same positions in every KV head of a layer; the default does not."
     model, _ = tiny
     ids = torch.randint(3, 120, (1, 80), generator=torch.Generator().manual_seed(3))
     pre = capture_prefill(model, ids)
@@ -127,3 +128,8 @@ def test_head_shared_option(tiny):
     _, per_head, _ = jacap_compress(parse_method("jacap"), 0.5, model, pre)
     assert all(torch.equal(k[0, 0], k[0, 1]) for k in shared.values())
     assert not all(torch.equal(k[0, 0], k[0, 1]) for k in per_head.values())
+    from jacap_nb.cache import make_press, compress_layers
+    _, layer = compress_layers(make_press("jacap", 0.5, head_reduce="layer"), model, pre.layers)
+    assert all(torch.equal(shared[l], layer[l]) for l in layer)        # head_shared=true is head_reduce="layer"
+    with pytest.raises(ValueError, match="head_shared=true means"):
+        jacap_compress(parse_method("jacap:head_shared=true,head_reduce=group"), 0.5, model, pre)

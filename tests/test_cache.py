@@ -127,6 +127,60 @@ def test_every_scorer_runs(name):
     assert out.shape == (1, 43) and [r["after"] for r in press.records] == [20, 20] and press.fallbacks == 0
 
 
+def _capture(model, ids):
+    "A full prefill of ids, captured per layer (hidden_states, keys, values, position_embeddings) as bench does."
+    got = {}
+    def hook(mod, args, kw, out):
+        lay = kw.get("past_key_values", kw.get("cache")).layers[mod.layer_idx]
+        got[mod.layer_idx] = dict(hidden_states=kw["hidden_states"], keys=lay.keys, values=lay.values,
+                                  position_embeddings=kw["position_embeddings"])
+    hs = [a.self_attn.register_forward_hook(hook, with_kwargs=True) for a in model.model.layers]
+    try:
+        with torch.no_grad(): model.model(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
+    finally:
+        for h in hs: h.remove()
+    return [got[i] for i in sorted(got)]
+
+
+@pytest.mark.parametrize("name,reduce", [("jacap", "group"), ("jacap", "layer"), ("knorm", "layer"), ("snapkv", "group")])
+def test_compress_layers_equals_hooked_prefill(name, reduce):
+    "The public replay of a captured prefill keeps exactly what a prefill with the press hooked in keeps."
+    m = tiny_model("qwen2")
+    ids = torch.randint(3, 128, (1, 64), generator=torch.Generator().manual_seed(11))
+    press = make_press(name, 0.6, head_reduce=reduce, window=4)
+    cache, kept = jc.compress_layers(press, m, _capture(m, ids))
+    hooked = DynamicCache()
+    with press(m), torch.no_grad(): m.model(input_ids=ids, **{cache_kwarg(m): hooked})
+    assert kept.keys() == press.kept_indices.keys() and len(kept) == 2
+    assert all(torch.equal(kept[l], press.kept_indices[l]) for l in kept)
+    assert all(torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values) for a, b in zip(cache.layers, hooked.layers))
+    assert cache.get_seq_length() == 64 and _physical_lengths(cache) == [25, 25]
+    same = [torch.equal(k[0, 0], k[0, 1]) for k in kept.values()]
+    assert all(same) if reduce == "layer" else not all(same)
+    with pytest.raises(ValueError, match="one dict per attention layer"): jc.compress_layers(press, m, _capture(m, ids)[:1])
+
+
+def test_head_reduce_normalises_heads():
+    "head_reduce='layer': a head with 100x larger scores does not outvote the other; negative scores go by rank."
+    s = torch.tensor([[[1., 2, 7], [300., 200, 100]]])
+    shared = jc.share_layer_scores(s)
+    assert torch.equal(shared[0, 0], shared[0, 1]) and shared[0, 0].argmax() == 2 and s.mean(1)[0].argmax() == 0
+    torch.testing.assert_close(shared[0, 0].sum(), torch.tensor(1.0))
+    r = jc.share_layer_scores(torch.tensor([[[-3., -1, -2], [-10., -30, -20]]]))
+    torch.testing.assert_close(r[0, 0], torch.tensor([0.5, 0.5, 0.5]))
+    with pytest.raises(ValueError, match="head_reduce must be one of 'group', 'layer'"): make_press("jacap", head_reduce="heads")
+
+
+def test_jacap_press_defaults_to_auto_noise_var():
+    assert make_press("jacap").scorer_kwargs == {"noise_var": "auto"}
+    assert make_press("jacap", noise_var=2.0).scorer_kwargs == {"noise_var": 2.0}
+    assert EvictionPress("jacap", scorer_kwargs=dict(tau=3.0)).config()["scorer_kwargs"] == {"noise_var": "auto", "tau": 3.0}
+    assert make_press("capkv").scorer_kwargs == {}
+    import inspect
+    from jacap_nb.scoring import jacap_scores
+    assert inspect.signature(jacap_scores).parameters["noise_var"].default == 1.0   # the scorer keeps the paper's formula
+
+
 def test_hooks_removed_after_exception():
     m = tiny_model("llama")
     press = make_press("jacap", 0.5)
@@ -263,8 +317,10 @@ def test_smollm2_ratio_zero_and_shared_prefill(smollm2):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="measured: Jacap (tau=10 and tau=1) keeps the passkey in 0-1 of 5 question-agnostic "
-                   "1K-token prompts at ratio 0.5 on SmolLM2-135M (CapKV 4/5); see the cache report")
+@pytest.mark.xfail(strict=False, reason="measured (2026-11, press default noise_var='auto'): on this prompt Jacap at 0.5 answers "
+                   "'27610.' (auto), wrong with noise_var=1.0 and with head_reduce='layer'; on the 5 question-agnostic 1K-token "
+                   "prompts of the CapKV test it keeps the passkey 2/5 (auto), 1/5 (noise_var=1.0), 1/5 (head_reduce='layer'); "
+                   "earlier: 0-1/5 with tau=10 and tau=1 at noise_var=1.0; CapKV 4/5")
 def test_smollm2_passkey_jacap_half(smollm2):
     m, tok = smollm2
     ctx = _passkey(tok, 1000, "27611", 0.3, seed=1)
