@@ -5,7 +5,7 @@ import pytest
 import torch
 from jacap_nb.scoring import (jacap_scores, jacap_weights, capkv_scores, capkv_weights, leverage_scores, knorm_scores,
                               keydiff_scores, snapkv_scores, expected_attention_scores, streaming_scores, random_scores,
-                              SCORERS, scorer_needs, get_scorer, select_tokens, _capacity_matrix)
+                              observed_attention, jacap_mix_scores, SCORERS, scorer_needs, get_scorer, select_tokens, _capacity_matrix)
 
 torch.set_num_threads(1)
 
@@ -224,7 +224,8 @@ def test_streaming_and_random():
 def test_registry_adapters_and_needs():
     k, v, mu, var = make_inputs(seed=13, dtype=torch.float32)
     queries = torch.randn(2, 3, 4, 5, 8)
-    assert set(SCORERS) == {"jacap", "capkv", "knorm", "keydiff", "snapkv", "expected_attention", "streaming", "random"}
+    assert set(SCORERS) == {"jacap", "capkv", "knorm", "keydiff", "snapkv", "expected_attention", "streaming", "random",
+                            "jacap_mix"}
     for name, fn in SCORERS.items():
         need = scorer_needs(name)
         assert need <= {"q_mean", "q_var", "queries"}
@@ -236,6 +237,9 @@ def test_registry_adapters_and_needs():
                 fn(k, v, **{n: stats[n] for n in need - {missing}})
     torch.testing.assert_close(SCORERS["jacap"](k, v, q_mean=mu, q_var=var, tau=3.0), jacap_scores(k, v, mu, var, 3.0))
     assert scorer_needs("jacap") == {"q_mean", "q_var"} and scorer_needs("knorm") == set()
+    assert scorer_needs("jacap_mix") == {"q_mean", "q_var", "queries"}
+    torch.testing.assert_close(SCORERS["jacap_mix"](k, v, q_mean=mu, q_var=var, queries=queries, mix=0.3),
+                               jacap_mix_scores(k, v, mu, var, queries, mix=0.3))
 
 
 def test_unknown_scorer_lists_valid_names():
@@ -304,3 +308,110 @@ def test_bad_inputs_raise_named_errors():
     for fn, msg in bad:
         with pytest.raises(ValueError, match=msg):
             fn()
+
+
+# ---------------------------------------------------------------- deletion-aware Jacap (observed attention mixed in)
+def ref_observed_attention(k, q):
+    "float64 loops: mean over the W window queries (positions N-W..N-1) of the causally masked softmax."
+    lead, (k, q) = _rows((k.double(), 2), (q.double(), 2))
+    out = []
+    for kr, qr in zip(k, q):
+        n, w = kr.shape[0], qr.shape[0]
+        rows = []
+        for t in range(w):
+            pos = n - w + t
+            logits = qr[t] @ kr[: pos + 1].T / math.sqrt(kr.shape[1])
+            rows.append(torch.cat([torch.softmax(logits, 0), torch.zeros(n - pos - 1, dtype=torch.float64)]))
+        out.append(torch.stack(rows).mean(0))
+    return torch.stack(out).reshape(*lead, -1)
+
+
+def ref_jacap_mix(k, v, mu, var, q, tau, mix):
+    "float64 loops: normalised Jacap weights mixed with the observed attention, leverage with auto noise."
+    g = ref_observed_attention(k, q)
+    lead, (k, v, mu, var, g) = _rows((k.double(), 2), (v.double(), 2), (mu.double(), 1), (var.double(), 1), (g, 1))
+    out = []
+    for kr, vr, m, s, gr in zip(k, v, mu, var, g):
+        alpha = torch.softmax(kr @ m / (tau * math.sqrt(kr.shape[1])), 0)
+        w = (alpha * (1 - alpha)) ** 2 * (kr ** 2 @ s) / kr.shape[1]
+        wt = (1 - mix) * w / w.sum() + mix * gr
+        out.append(ref_leverage_row(wt, vr, float(wt @ (vr ** 2).sum(1)) / vr.shape[1]))
+    return torch.stack(out).reshape(*lead, -1)
+
+
+def window_queries(seed=0, lead=(2, 3), g=4, w=6, d=8, dtype=torch.float64):
+    return torch.randn(*lead, g, w, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).to(dtype)
+
+
+def test_observed_attention_matches_reference_and_sums_to_one():
+    k, v, mu, var = make_inputs(seed=21)
+    q = window_queries(seed=22)
+    g = observed_attention(k, q)
+    assert g.shape == (2, 3, 4, 37) and g.dtype == torch.float32
+    torch.testing.assert_close(g.double(), ref_observed_attention(k, q), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(g.sum(-1), torch.ones(2, 3, 4))
+    torch.testing.assert_close(g, snapkv_scores(k, v, q, kernel_size=1))     # SnapKV without its pooling
+    assert (g[..., -1] > 0).all() and (observed_attention(k, q[..., :1, :])[..., -1] > 0).all()
+
+
+@pytest.mark.parametrize("mix", [0.0, 0.3, 0.5, 1.0])
+def test_jacap_mix_matches_reference(mix):
+    k, v, mu, var = make_inputs(seed=23)
+    q = window_queries(seed=24)
+    s = jacap_mix_scores(k, v, mu, var, q, tau=2.0, mix=mix)
+    assert s.shape == (2, 3, 4, 37) and s.dtype == torch.float32
+    torch.testing.assert_close(s.double(), ref_jacap_mix(k, v, mu, var, q, 2.0, mix), rtol=1e-5, atol=1e-7)
+
+
+def test_jacap_mix_endpoints_are_the_pure_methods():
+    k, v, mu, var = make_inputs(seed=25)
+    q = window_queries(seed=26)
+    mix0 = jacap_mix_scores(k, v, mu, var, q, tau=3.0, mix=0.0)
+    jac = jacap_scores(k, v, mu, var, tau=3.0, noise_var="auto")
+    torch.testing.assert_close(mix0, jac)
+    assert torch.equal(mix0.argsort(-1, descending=True)[..., :10], jac.argsort(-1, descending=True)[..., :10])
+    mix1 = jacap_mix_scores(k, v, mu, var, q, mix=1.0)
+    torch.testing.assert_close(mix1, leverage_scores(observed_attention(k, q).double(), v, "auto"))
+    assert not torch.allclose(mix0, mix1, rtol=0.1)                   # the two ends really differ on these inputs
+
+
+def test_jacap_mix_is_scale_free_in_the_jacobian_weights():
+    "Both parts are normalised before mixing: scaling q_var (hence w_Jac) by 1000 must not tilt the mix."
+    k, v, mu, var = make_inputs(seed=27)
+    q = window_queries(seed=28)
+    torch.testing.assert_close(jacap_mix_scores(k, v, mu, 1000 * var, q, mix=0.5), jacap_mix_scores(k, v, mu, var, q, mix=0.5))
+    a = jacap_mix_scores(k, v, mu, var, q, mix=0.5, noise_var=0.01)   # explicit sigma^2 is relative to total weight 1
+    torch.testing.assert_close(a, jacap_mix_scores(k, v, mu, 1000 * var, q, mix=0.5, noise_var=0.01))
+
+
+def test_jacap_mix_zero_jacobian_weights_fall_back_to_observed_attention():
+    k, v, mu, var = make_inputs(seed=29)
+    q = window_queries(seed=30)
+    s = jacap_mix_scores(k, v, mu, torch.zeros_like(var), q, mix=0.5)
+    assert torch.isfinite(s).all()
+    torch.testing.assert_close(s, jacap_mix_scores(k, v, mu, var, q, mix=1.0), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad,msg", [
+    (dict(mix=-0.1), "mix must be a number in \\[0, 1\\]"), (dict(mix=1.5), "mix must be"), (dict(mix=True), "mix must be"),
+    (dict(mix="half"), "mix must be"), (dict(tau=0.0), "tau must be"), (dict(noise_var="big"), "noise_var must be")])
+def test_jacap_mix_bad_arguments(bad, msg):
+    k, v, mu, var = make_inputs(seed=31)
+    with pytest.raises(ValueError, match=msg):
+        jacap_mix_scores(k, v, mu, var, window_queries(seed=32), **bad)
+
+
+def test_jacap_mix_bad_queries():
+    k, v, mu, var = make_inputs(seed=33)
+    with pytest.raises(ValueError, match="leading dims of keys .* and queries .* must broadcast"):
+        jacap_mix_scores(k, v, mu, var, mu)                            # (B, H, G, d) read as a window of G queries: wrong lead
+    with pytest.raises(ValueError, match="at most N=5 window queries"):
+        jacap_mix_scores(k[..., :5, :], v[..., :5, :], mu, var, window_queries(w=6))
+    with pytest.raises(ValueError, match="queries must have shape"):
+        observed_attention(k, window_queries(d=7))
+
+
+def test_jacap_mix_low_precision_inputs_give_finite_float32():
+    k, v, mu, var = make_inputs(seed=34, dtype=torch.bfloat16)
+    s = jacap_mix_scores(k, v, mu, var, window_queries(seed=35, dtype=torch.bfloat16))
+    assert s.dtype == torch.float32 and torch.isfinite(s).all()
