@@ -115,9 +115,10 @@ def prompt_ids(tokenizer, context:str, question:str, answer_prefix:str="") -> tu
     enc = lambda t: torch.tensor([tokenizer(t, add_special_tokens=False)["input_ids"]], dtype=torch.long)
     return tuple(enc(t) for t in prompt_texts(tokenizer, context, question, answer_prefix))
 
-# %% ../nbs/09_bench.ipynb #0080df29
+# %% ../nbs/09_bench.ipynb #42f94bf8
 from .models import cache_kwarg
 
+# %% ../nbs/09_bench.ipynb #0080df29
 @dataclass
 class Prefill:
     "One full-cache prefill of a context, captured per layer."

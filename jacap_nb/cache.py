@@ -248,9 +248,10 @@ def _attention_hook(press:EvictionPress, ad):
         with torch.no_grad(): press._after_attention(ad, layer, h, *kwargs["position_embeddings"])
     return hook
 
-# %% ../nbs/06_cache.ipynb #95565c26
+# %% ../nbs/06_cache.ipynb #fb5c0095
 from fastcore.basics import patch
 
+# %% ../nbs/06_cache.ipynb #95565c26
 @patch
 def _after_attention(self:EvictionPress, ad, layer:CompressedLayer, h:Tensor, cos:Tensor, sin:Tensor):
     q = h.shape[1]
