@@ -137,6 +137,7 @@ def _attention_modules(model):
 def capture_prefill(model, ids:torch.Tensor) -> Prefill:
     "Prefill `ids` (1, N) with a fresh full cache and capture every layer's hook inputs."
     from transformers import DynamicCache
+    ids = ids.to(model.device)
     layers, hooks = {}, []
     def hook(module, args, kwargs, output):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
@@ -173,8 +174,9 @@ def greedy_answer(model, tokenizer, cache, question_ids:torch.Tensor, # (1, Nq)
                   done=None,               # optional text -> bool: stop once the answer is complete
                  ) -> str:
     "Append the question to `cache` and decode greedily."
-    kw = cache_kwarg(model)
-    pos = torch.arange(start, start + question_ids.shape[1])[None]
+    kw, dev = cache_kwarg(model), model.device
+    question_ids = question_ids.to(dev)
+    pos = torch.arange(start, start + question_ids.shape[1], device=dev)[None]
     out = model(input_ids=question_ids, position_ids=pos, logits_to_keep=1, **{kw: cache})
     eos, new = _eos_ids(model, tokenizer), []
     nxt = int(out.logits[0, -1].argmax())
@@ -183,7 +185,7 @@ def greedy_answer(model, tokenizer, cache, question_ids:torch.Tensor, # (1, Nq)
         if nxt in eos: break
         new.append(nxt)
         if len(new) >= max_new_tokens or (done is not None and done(tokenizer.decode(new, skip_special_tokens=True))): break
-        out = model(input_ids=torch.tensor([[nxt]]), position_ids=torch.tensor([[p]]), **{kw: cache})
+        out = model(input_ids=torch.tensor([[nxt]], device=dev), position_ids=torch.tensor([[p]], device=dev), **{kw: cache})
         nxt, p = int(out.logits[0, -1].argmax()), p + 1
     return tokenizer.decode(new, skip_special_tokens=True)
 
@@ -384,7 +386,8 @@ def _qa_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, max_new_
 @torch.no_grad()
 def _teacher_forced_logits(model, cache, ids:torch.Tensor, start:int) -> torch.Tensor:
     "Logits (T, V) of `ids` (1, T) fed at logical positions start.. on `cache`."
-    pos = torch.arange(start, start + ids.shape[1])[None]
+    ids = ids.to(model.device)
+    pos = torch.arange(start, start + ids.shape[1], device=ids.device)[None]
     return model(input_ids=ids, position_ids=pos, **{cache_kwarg(model): cache}).logits[0].float()
 
 def _fidelity_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, max_new_tokens, save_kept):
@@ -392,7 +395,7 @@ def _fidelity_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, ma
     if not todo: return
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
     p, c = ex.meta["prefix_tokens"], ex.meta["continuation_tokens"]
-    prefix, cont = torch.tensor([enc(ex.context)[:p]]), torch.tensor([enc(ex.answer)[:c]])
+    prefix, cont = torch.tensor([enc(ex.context)[:p]]), torch.tensor([enc(ex.answer)[:c]], device=model.device)
     pre = capture_prefill(model, prefix)
     full_cache, _ = compress_prefill(MethodSpec("full", "full", "full"), 0.0, model, pre)
     ref = _teacher_forced_logits(model, full_cache, cont, pre.n_tokens)[:-1]     # predictions of cont[1:]
@@ -416,7 +419,7 @@ def _stream_logits(model, press, ids:torch.Tensor, n_prompt:int) -> torch.Tensor
         while pos < ids.shape[1]:
             phys = cache.layers[0].keys.shape[2]
             step = max(1, min(ids.shape[1] - pos, press.max_cache_tokens - phys))
-            out.append(model(input_ids=ids[:, pos:pos + step], position_ids=torch.arange(pos, pos + step)[None],
+            out.append(model(input_ids=ids[:, pos:pos + step], position_ids=torch.arange(pos, pos + step, device=ids.device)[None],
                              **{kw: cache}).logits[0].float())
             pos += step
     return torch.cat(out)
@@ -426,7 +429,7 @@ def _streaming_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, m
     if not todo: return
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
     p, c = ex.meta["prefix_tokens"], ex.meta["continuation_tokens"]
-    ids = torch.tensor([enc(ex.context)[:p] + enc(ex.answer)[:c]])
+    ids = torch.tensor([enc(ex.context)[:p] + enc(ex.answer)[:c]], device=model.device)
     t0 = time.perf_counter()
     with torch.no_grad(): ref = model(input_ids=ids).logits[0, p:-1].float()      # predictions of ids[p+1:]
     full_secs = time.perf_counter() - t0

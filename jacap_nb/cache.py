@@ -146,7 +146,7 @@ class EvictionPress:
     snap_window: int = 32                 # recent post-RoPE queries kept for SnapKV
     beta: float = 0.99                    # decoding EMA factor
     eps: float = 1e-6                     # variance floor
-    deadline: float|None = None           # seconds; a slower scoring falls back to a sliding window
+    deadline: float|None = None           # seconds; a scoring that took longer is discarded for a sliding window (it does not interrupt scoring)
     scorer_kwargs: dict = field(default_factory=dict) # e.g. tau, noise_var (jacap: noise_var="auto" unless given)
     head_reduce: str = "group"            # "group": one kept set per KV head (mean over its GQA query group); "layer": one per layer
 
@@ -271,7 +271,7 @@ def _after_attention(self:EvictionPress, ad, layer:CompressedLayer, h:Tensor, co
         self._evict(ad, layer, h, "prefill", keep, max(keep))
     if self.max_cache_tokens is not None and layer.physical_length >= self.max_cache_tokens:
         t = self.target_cache_tokens
-        self._evict(ad, layer, h, "decode", [t] * h.shape[0], t)
+        self._evict(ad, layer, h, "prefill" if prefill else "decode", [t] * h.shape[0], t)
 
 # %% ../nbs/06_cache.ipynb #8f75a0c9
 @patch
@@ -311,7 +311,8 @@ def _row_scores(self:EvictionPress, ad, layer:CompressedLayer, valid:Tensor, mu,
     for r in range(valid.shape[0]):
         v = valid[r]
         sl = lambda t: None if t is None else t[r:r + 1]
-        out[r, :, v] = self._score(ad, layer.keys[r:r + 1][:, :, v], layer.values[r:r + 1][:, :, v], sl(mu), sl(var), sl(recent))[0]
+        rec = None if recent is None else recent[r:r + 1, :, -min(recent.shape[2], int(v.sum())):]  # window within the row's real tokens
+        out[r, :, v] = self._score(ad, layer.keys[r:r + 1][:, :, v], layer.values[r:r + 1][:, :, v], sl(mu), sl(var), rec)[0]
     return out
 
 # %% ../nbs/06_cache.ipynb #7cc80a65
@@ -363,12 +364,13 @@ def _evict(self:EvictionPress, ad, layer:CompressedLayer, h:Tensor, phase:str, k
     idx = select_slots(scores, valid, real_keep, physical, self._protect_mask(layer, valid))
     entropy = _entropy(layer.keys, mu, valid, ad.group)
     layer.evict(idx)
+    seconds = time.perf_counter() - t0                       # scoring + selection + gather, not the bookkeeping below
     kept_valid = self._am.gather(1, layer.positions[:, 0])
     ages = (layer.logical_length - 1 - layer.positions).float()[kept_valid[:, None].expand_as(layer.positions)]
-    qs = torch.quantile(ages, torch.tensor([0.1, 0.5, 0.9])).tolist() if ages.numel() else [float("nan")] * 3
+    qs = torch.quantile(ages, torch.tensor([0.1, 0.5, 0.9], device=ages.device)).tolist() if ages.numel() else [float("nan")] * 3
     self.kept_indices[ad.layer_idx] = layer.positions.clone()
     self.records.append(dict(layer=ad.layer_idx, phase=phase, step=self._step, logical=layer.logical_length,
-                             before=before, after=layer.physical_length, seconds=time.perf_counter() - t0,
+                             before=before, after=layer.physical_length, seconds=seconds,
                              bytes_before=nbytes, bytes_after=layer.keys.nbytes + layer.values.nbytes,
                              age_p10=qs[0], age_p50=qs[1], age_p90=qs[2], entropy=entropy, fallback=bool(fell_back)))
 

@@ -38,6 +38,7 @@ def _run(model, tok, context, press, max_new_tokens):
     return dict(answer=ans, cache_mib=_mib(ctx.nbytes), tokens_kept=ctx.cache.layers[0].keys.shape[-2],
                 tokens=ctx.logical_length, prefill_s=t1 - t0, eviction_s=evict_s, answer_s=t2 - t1)
 
+@torch.no_grad()
 def demo(context_tokens:int=2000,       # filler tokens around the passkey
          ratios:tuple=(0.75, 0.9),      # compression ratios to try
          scorer:str="jacap",            # scorer name (any in jacap_nb.scoring.SCORERS)
@@ -46,7 +47,6 @@ def demo(context_tokens:int=2000,       # filler tokens around the passkey
          **press_kwargs,                # more EvictionPress fields or scorer kwargs (tau=...)
         ) -> dict:
     "Answer a ~2K-token passkey prompt with the full cache and with `scorer` at each ratio; print and return the results."
-    torch.set_grad_enabled(False)
     say = print if verbose else (lambda *a, **k: None)
     t0 = time.perf_counter(); model, tok = load_smollm2(); load_s = time.perf_counter() - t0
     context = passkey_prompt(tok, context_tokens, key, depth, seed)

@@ -221,7 +221,7 @@ def weighted_gram(keys:Tensor, values:Tensor, # (R, N, d), (R, N, d_v)
 # %% ../nbs/03_kernels.ipynb #e8200b4e
 def capacity_factor(gram:Tensor, # weighted Gram (R, G, d_v, d_v) float32
                     noise_var:float|str=1.0, # sigma^2 > 0 or "auto" (trace(gram)/d_v)
-                   ):            # (L^{-1} (R, G, d_v, d_v), 1/sigma^2 (R, G))
+                   ):            # (L^{-1} (R, G, d_v, d_v), 1/sigma^2 (R, G), Cholesky info (R, G): 0 = success)
     "A = I + gram/sigma^2 = L L^T (torch Cholesky: O(d^3) on a tiny batch), and L^{-1} for the leverage pass."
     dv = gram.shape[-1]
     if isinstance(noise_var, str):
@@ -301,8 +301,12 @@ def capacity_scores_rows(keys:Tensor, values:Tensor, # (R, N, d), (R, N, d_v): o
     m, l = softmax_stats(keys, q_mean, method, tau, block_n, chunk)
     gram = weighted_gram(keys, values, q_mean, q_var, method, tau, m, l, block_n, chunk)
     linv, inv_noise, info = capacity_factor(gram, noise_var)
-    ok = torch.isfinite(l).all() & torch.isfinite(m).all() & torch.isfinite(gram).all() & (info == 0).all()
-    if not bool(ok): raise ValueError("keys and values must be finite (no NaN or Inf): the softmax statistics or the Gram are not")
+    finite = torch.isfinite(l).all() & torch.isfinite(m).all() & torch.isfinite(gram).all()
+    finite, factored = torch.stack([finite, (info == 0).all()]).tolist()      # one device sync for both checks
+    if not finite: raise ValueError("keys and values must be finite (no NaN or Inf): the softmax statistics or the Gram are not")
+    if not factored: raise torch.linalg.LinAlgError(     # the same error the torch path raises, so the cache hook falls back
+        "the Cholesky factorisation of A = I + Gram/noise_var failed (A is not numerically positive definite in float32); "
+        'a larger noise_var, or noise_var="auto", keeps A well conditioned')
     return leverage_pass(keys, values, q_mean, q_var, method, tau, m, l, linv, inv_noise, block_n, chunk)
 
 # %% ../nbs/03_kernels.ipynb #a01f25dd

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_models.ipynb #93bfe236
 from __future__ import annotations
-import importlib.util, json, os, time
+import importlib.util, json, os, shutil, time
 from dataclasses import dataclass
 from pathlib import Path
 import torch
@@ -44,7 +44,10 @@ def _save_dequantised(model, tokenizer, path:Path):
     tokenizer.save_pretrained(tmp)
     sd = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     save_file(sd, str(tmp/"model.safetensors"), metadata={"format": "pt"})
-    os.replace(tmp, path) if not path.exists() else None
+    if (path/"model.safetensors").exists(): shutil.rmtree(tmp)     # another process finished first: keep its copy
+    else:
+        shutil.rmtree(path, ignore_errors=True)                     # an interrupted earlier copy
+        os.replace(tmp, path)
 
 def _load_gguf(dtype):
     from transformers import AutoModelForCausalLM, AutoTokenizer

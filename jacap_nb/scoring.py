@@ -313,5 +313,7 @@ def select_tokens(scores:Tensor, # scores (..., N), larger = keep
     n_prot = int(prot.sum(-1).max()) if prot.numel() else 0
     if n_prot > budget: raise ValueError(
         f"protected tokens ({n_prot}: n_sink={n_sink}, window={window}, protect mask) exceed budget={budget}")
-    s = (scores if scores.is_floating_point() else scores.float()).expand(*prot.shape).masked_fill(prot, float('inf'))
+    s = scores if scores.is_floating_point() else scores.float()
+    s = s.nan_to_num(posinf=torch.finfo(s.dtype).max)             # an unprotected +inf must not tie with the protected ones
+    s = s.expand(*prot.shape).masked_fill(prot, float('inf'))
     return s.topk(budget, dim=-1).indices.sort(dim=-1).values

@@ -92,14 +92,12 @@ def test_broadcast_view_equals_materialised_repeat():
 
 
 def test_agrees_with_theory_module():
-    theory = pytest.importorskip("jacap_nb.theory")
+    from jacap_nb import theory
     k, v, mu, var = make_inputs(seed=4)
-    if hasattr(theory, "sensitivity_weights"):
-        torch.testing.assert_close(jacap_weights(k, mu, var, tau=3.0), theory.sensitivity_weights(k, mu, var, tau=3.0))
-    if hasattr(theory, "leverage_scores"):
-        w = jacap_weights(k, mu, var, tau=3.0)
-        torch.testing.assert_close(leverage_scores(w, v, "auto").double(), theory.leverage_scores(w, v, "auto"),
-                                   rtol=1e-6, atol=0)
+    torch.testing.assert_close(jacap_weights(k, mu, var, tau=3.0), theory.sensitivity_weights(k, mu, var, tau=3.0))
+    w = jacap_weights(k, mu, var, tau=3.0)
+    torch.testing.assert_close(leverage_scores(w, v, "auto").double(), theory.leverage_scores(w, v, "auto"),
+                               rtol=1e-6, atol=0)
 
 
 # ---------------------------------------------------------------- the unit tests of the notes (§12)
@@ -415,3 +413,9 @@ def test_jacap_mix_low_precision_inputs_give_finite_float32():
     k, v, mu, var = make_inputs(seed=34, dtype=torch.bfloat16)
     s = jacap_mix_scores(k, v, mu, var, window_queries(seed=35, dtype=torch.bfloat16))
     assert s.dtype == torch.float32 and torch.isfinite(s).all()
+
+
+def test_select_tokens_keeps_protected_over_unprotected_inf():
+    "An unprotected +inf score must not push a protected sink out of the kept set."
+    kept = select_tokens(torch.tensor([0., 0., float("inf"), float("inf"), float("inf"), 1.]), 3, n_sink=2)
+    assert {0, 1} <= set(kept.tolist()) and len(kept) == 3
