@@ -43,5 +43,9 @@ marks="not slow and not gpu"; [ $slow = 1 ] && marks="not gpu"
 echo "== pytest: Triton kernels under the interpreter (own process: TRITON_INTERPRET is read when kernels are defined)"
 TRITON_INTERPRET=1 python -m pytest tests/test_kernels.py -m "$marks" -p no:cacheprovider -q
 
+if [ $slow = 0 ]; then
+  echo "== not run here (bash tests/run.sh --slow runs the slow ones; gpu ones need CUDA):"
+  python -m pytest tests --collect-only -q -m "slow or gpu" -p no:cacheprovider | tail -1
+fi
 echo "== pytest: everything else"
 python -m pytest tests -n 2 -m "$marks" -p no:cacheprovider --ignore=tests/test_kernels.py
