@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from torch import nn, Tensor
+from .stats import _rotate_half                      # RoPE's half rotation, shared with the query statistics
 
 # %% auto #0
 __all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'SUPPORTED_ATTENTION', 'smollm2_gguf_dir', 'smollm2_cache_dir', 'load_smollm2',
@@ -78,9 +79,6 @@ def load_smollm2(dtype:torch.dtype=torch.float32, # weights dtype
 # %% ../nbs/05_models.ipynb #6ce95665
 SUPPORTED_ATTENTION = {"LlamaAttention": "llama", "MistralAttention": "mistral", "Qwen2Attention": "qwen2", "Qwen3Attention": "qwen3"}
 
-def _rotate_half(x:Tensor) -> Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
 
 @dataclass
 class AttentionAdapter:
