@@ -30,28 +30,30 @@ def _jit(fn):
 JACAP, CAPKV = 0, 1
 
 @_jit
-def _token_weights(k, q, qv, m, l, tau, d, MODE: tl.constexpr):
-    "Weights of a block of keys k (BN, BD) fp32 for one query head: Jacap (MODE 0) or CapKV (MODE 1); m, l: max, sum-exp."
-    z = tl.sum(k * q[None, :], axis=1)                       # Jacap: k.mu/(tau sqrt d) (q pre-scaled); CapKV: k.mu_hat
-    if MODE == 0:
-        alpha = tl.exp(z - m) / l
-        kappa = tl.sum(k * k * qv[None, :], axis=1)
-        rho = alpha * (1.0 - alpha)
-        w = rho * rho * kappa / d
-    else:
-        norm = tl.maximum(tl.sqrt(tl.sum(k * k, axis=1)), 1e-12)
-        c = tl.minimum(tl.maximum(z / norm, -1.0), 1.0)
-        w = tl.exp(tau * c - m)
-    return w
+def _tile(X, r, offs, nmask, cols, cmask, s_r, s_n):
+    "Rows `offs` (BN,) of row-block r of X and columns `cols` (BD,), as an fp32 tile; masked lanes read 0."
+    return tl.load(X + r * s_r + offs[:, None] * s_n + cols[None, :], mask=nmask[:, None] & cmask[None, :], other=0.0).to(tl.float32)
 
 @_jit
 def _logits(k, q, tau, MODE: tl.constexpr):
-    "The softmax logits of a block of keys for one query head: z (Jacap) or tau * clamp(cos) (CapKV)."
+    "The softmax logits of a block of keys for one query head: z (Jacap, q pre-scaled) or tau * clamp(cos) (CapKV)."
     z = tl.sum(k * q[None, :], axis=1)
     if MODE == 1:
         norm = tl.maximum(tl.sqrt(tl.sum(k * k, axis=1)), 1e-12)
         z = tau * tl.minimum(tl.maximum(z / norm, -1.0), 1.0)
     return z
+
+@_jit
+def _token_weights(k, q, qv, m, l, tau, d, MODE: tl.constexpr):
+    "Weights of a block of keys k (BN, BD) fp32 for one query head: Jacap (MODE 0) or CapKV (MODE 1); m, l: max, sum-exp."
+    z = _logits(k, q, tau, MODE)
+    if MODE == 0:
+        alpha = tl.exp(z - m) / l
+        kappa = tl.sum(k * k * qv[None, :], axis=1)
+        rho = alpha * (1.0 - alpha)
+        w = rho * rho * kappa / d
+    else: w = tl.exp(z - m)                                   # exp(tau (c - max c)): the largest weight is 1
+    return w
 
 # %% ../nbs/03_kernels.ipynb #d7469059
 @_jit
@@ -63,13 +65,13 @@ def _stats_kernel(K, Q, M_OUT, L_OUT, N, G, CHUNK, d, tau, s_kr, s_kn,
     for g in range(G):
         q = tl.load(Q + (r * G + g) * d + dk, mask=dmask, other=0.0)
         offs = start + tl.arange(0, BN); nmask = offs < N
-        k = tl.load(K + r * s_kr + offs[:, None] * s_kn + dk[None, :], mask=nmask[:, None] & dmask[None, :], other=0.0).to(tl.float32)
+        k = _tile(K, r, offs, nmask, dk, dmask, s_kr, s_kn)
         z = tl.where(nmask, _logits(k, q, tau, MODE), float("-inf"))
         m_run = tl.max(z, axis=0)
         l_run = tl.sum(tl.exp(z - m_run), axis=0)
         for i in range(BN, CHUNK, BN):
             offs = start + i + tl.arange(0, BN); nmask = offs < N
-            k = tl.load(K + r * s_kr + offs[:, None] * s_kn + dk[None, :], mask=nmask[:, None] & dmask[None, :], other=0.0).to(tl.float32)
+            k = _tile(K, r, offs, nmask, dk, dmask, s_kr, s_kn)
             z = tl.where(nmask, _logits(k, q, tau, MODE), float("-inf"))
             m_new = tl.maximum(m_run, tl.max(z, axis=0))
             l_run = l_run * tl.exp(m_run - m_new) + tl.sum(tl.exp(z - m_new), axis=0)
@@ -192,8 +194,8 @@ def _gram_kernel(K, V, Q, QV, M, L, GRAM, N, G, CHUNK, d, dv, tau, s_kr, s_kn, s
         acc = tl.zeros([BDV, BDV], dtype=tl.float32)
         for i in range(0, CHUNK, BN):
             offs = start + i + tl.arange(0, BN); nmask = offs < N
-            k = tl.load(K + r * s_kr + offs[:, None] * s_kn + dk[None, :], mask=nmask[:, None] & dkmask[None, :], other=0.0).to(tl.float32)
-            v = tl.load(V + r * s_vr + offs[:, None] * s_vn + dvr[None, :], mask=nmask[:, None] & dvmask[None, :], other=0.0).to(tl.float32)
+            k = _tile(K, r, offs, nmask, dk, dkmask, s_kr, s_kn)
+            v = _tile(V, r, offs, nmask, dvr, dvmask, s_vr, s_vn)
             w = tl.where(nmask, _token_weights(k, q, qv, m, l, tau, d, MODE), 0.0)
             acc = tl.dot(tl.trans(v * w[:, None]), v, acc, input_precision=PRECISION)
         gptr = GRAM + rg * dv * dv + dvr[:, None] * dv + dvr[None, :]
@@ -252,8 +254,8 @@ def _leverage_kernel(K, V, Q, QV, M, L, LINV, SCALE, OUT, N, G, CHUNK, d, dv, ta
             linv = tl.load(LINV + rg * dv * dv + dvr[:, None] * dv + dvr[None, :], mask=dvmask[:, None] & dvmask[None, :], other=0.0)
         for i in range(0, CHUNK, BN):
             offs = start + i + tl.arange(0, BN); nmask = offs < N
-            k = tl.load(K + r * s_kr + offs[:, None] * s_kn + dk[None, :], mask=nmask[:, None] & dkmask[None, :], other=0.0).to(tl.float32)
-            v = tl.load(V + r * s_vr + offs[:, None] * s_vn + dvr[None, :], mask=nmask[:, None] & dvmask[None, :], other=0.0).to(tl.float32)
+            k = _tile(K, r, offs, nmask, dk, dkmask, s_kr, s_kn)
+            v = _tile(V, r, offs, nmask, dvr, dvmask, s_vr, s_vn)
             w = _token_weights(k, q, qv, m, l, tau, d, MODE)
             if LT == BDV:
                 y = tl.dot(v, tl.trans(linv), input_precision=PRECISION)      # row i: L^{-1} v_i
