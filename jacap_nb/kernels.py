@@ -226,8 +226,8 @@ def capacity_factor(gram:Tensor, # weighted Gram (R, G, d_v, d_v) float32
                    ):            # (L^{-1} (R, G, d_v, d_v), 1/sigma^2 (R, G), Cholesky info (R, G): 0 = success)
     "A = I + gram/sigma^2 = L L^T (torch Cholesky: O(d^3) on a tiny batch), and L^{-1} for the leverage pass."
     dv = gram.shape[-1]
-    if isinstance(noise_var, str):
-        if noise_var != "auto": raise ValueError(f'noise_var must be a number > 0 or "auto"; got {noise_var!r}')
+    scoring._check_noise_var(noise_var)
+    if noise_var == "auto":
         s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / dv).clamp_min(torch.finfo(torch.float32).tiny)
     else: s2 = gram.new_full(gram.shape[:-2], float(noise_var))
     eye = torch.eye(dv, dtype=gram.dtype, device=gram.device)
@@ -344,9 +344,7 @@ def _check_stats(keys, values, q_mean, q_var, tau, noise_var):
     scoring._check_query(keys, q_mean, "q_mean")
     if q_var is not None: scoring._check_query(keys, q_var, "q_var", nonneg=True)
     scoring._require_positive(tau, "tau")
-    if isinstance(noise_var, str):
-        if noise_var != "auto": raise ValueError(f'noise_var must be a number > 0 or "auto"; got {noise_var!r}')
-    else: scoring._require_positive(noise_var, "noise_var")
+    scoring._check_noise_var(noise_var)
 
 def _scores(keys, values, q_mean, q_var, method, tau, noise_var, reference):
     "Run the Triton passes when Triton can run on these inputs, else (warning once when it could have) the reference."

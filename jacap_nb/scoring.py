@@ -55,11 +55,15 @@ def _check_query(keys:Tensor, x:Tensor, name:str, nonneg:bool=False):
     if nonneg and (x < 0).any(): raise ValueError(f"{name} must be non-negative (it is a variance)")
 
 # %% ../nbs/01_scoring.ipynb #e7a3c966
-def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
-    "Unchecked leverage (inputs already validated)."
+def _check_noise_var(noise_var):
+    "sigma^2 must be a finite number > 0 or the string \"auto\"."
     if isinstance(noise_var, str):
         if noise_var != "auto": raise ValueError(f'noise_var must be a number > 0 or "auto"; got {noise_var!r}')
     else: _require_positive(noise_var, "noise_var")
+
+def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
+    "Unchecked leverage (inputs already validated)."
+    _check_noise_var(noise_var)
     a, w = _capacity_matrix(weights, values, noise_var)
     v = values.to(a.dtype)
     chol = torch.linalg.cholesky(a)                            # A = L L^T
