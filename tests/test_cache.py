@@ -6,6 +6,7 @@ import jacap_nb.cache as jc
 from jacap_nb.cache import (CompressedLayer, EvictionPress, make_press, generate, compress_context, answer, cache_bytes,
                             _forward)
 from jacap_nb.models import tiny_model, cache_kwarg, load_smollm2
+from jacap_nb.demo import passkey_prompt, QUESTION
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
 
@@ -305,17 +306,7 @@ def test_unsupported_models():
 
 # --- SmolLM2 ----------------------------------------------------------------------------------------------------------
 
-def _passkey(tok, n_tokens, key, depth, seed=0):
-    from pydoc_data.topics import topics
-    ids = tok(" ".join(topics[k] for k in sorted(topics))).input_ids
-    st = random.Random(seed).randrange(0, len(ids) - n_tokens)
-    filler = tok.decode(ids[st:st + n_tokens])
-    cut = filler.rfind(" ", 0, int(len(filler) * depth))
-    head = ("There is an important piece of information hidden inside a lot of irrelevant text. "
-            "Find it and memorize it. I will quiz you about it.\n\n")
-    return head + filler[:cut] + f"\n\nThe pass key is {key}. Remember it. {key} is the pass key.\n\n" + filler[cut:]
-
-QUESTION = "\n\nWhat is the pass key? The pass key is"
+_passkey = passkey_prompt          # the demo's prompt: instruction + pydoc prose + the passkey sentence at `depth`
 
 
 def test_smollm2_ratio_zero_and_shared_prefill(smollm2):
