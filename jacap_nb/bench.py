@@ -410,8 +410,8 @@ def _fidelity_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, ma
 
 # %% ../nbs/09_bench.ipynb #27cdd77b
 @torch.no_grad()
-def _stream_logits(model, press, ids:torch.Tensor, n_prompt:int) -> torch.Tensor:
-    "Logits (T - n_prompt, V) predicting ids[n_prompt + 1:] (and one more), feeding in high-water-aligned chunks."
+def _stream_logits(model, press, ids:torch.Tensor, n_prompt:int) -> tuple:
+    "(logits (T - n_prompt, V) predicting ids[n_prompt + 1:] and one more, the final cache) feeding high-water-aligned chunks."
     from transformers import DynamicCache
     kw, cache, out, pos = cache_kwarg(model), DynamicCache(), [], n_prompt
     with press(model):
@@ -422,7 +422,7 @@ def _stream_logits(model, press, ids:torch.Tensor, n_prompt:int) -> torch.Tensor
             out.append(model(input_ids=ids[:, pos:pos + step], position_ids=torch.arange(pos, pos + step, device=ids.device)[None],
                              **{kw: cache}).logits[0].float())
             pos += step
-    return torch.cat(out)
+    return torch.cat(out), cache
 
 def _streaming_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, max_new_tokens, save_kept, interval=32):
     todo = _todo(store, ex.uid, specs, ratios)
@@ -436,16 +436,20 @@ def _streaming_rows(task, ex, specs, ratios, model, tokenizer, store, out_dir, m
     for m, r in todo:
         if m.backend == "kvpress": raise ValueError("the streaming task runs jacap_nb presses only (kvpress's DecodingPress has other semantics)")
         t0 = time.perf_counter()
-        if m.backend == "full": logits, budget, n_evict = ref, ids.shape[1], 0
+        if m.backend == "full":
+            logits, budget, n_evict = ref, ids.shape[1], 0
+            kept, nbytes = ids.shape[1], ids.shape[1] * _bytes_per_token(model)     # the uncompressed cache, exactly
         else:
+            from jacap_nb.cache import cache_bytes
             budget = int(ids.shape[1] * (1 - r))
             press = make_jacap_press(m, 0.0, max_cache_tokens=budget, interval=interval)
-            logits = _stream_logits(model, press, ids, p)[:-1]
-            n_evict = len(press.records)
+            logits, cache = _stream_logits(model, press, ids, p)
+            logits, n_evict = logits[:-1], len(press.records)
+            kept, nbytes = cache.layers[0].keys.shape[2], cache_bytes(cache)       # measured: the cache at the end
         store.append(dict(task=task.name, uid=ex.uid, method=m.label, ratio=r, context_tokens=int(ids.shape[1]),
                           **token_fidelity(ref, logits, ids[0, p + 1:]), max_cache_tokens=budget, interval=interval,
-                          eviction_events=n_evict, kept_tokens=float(min(budget, ids.shape[1])),
-                          cache_bytes=int(min(budget, ids.shape[1]) * _bytes_per_token(model)), compress_seconds=0.0,
+                          eviction_events=n_evict, kept_tokens=float(kept),
+                          cache_bytes=int(nbytes), compress_seconds=0.0,
                           decode_seconds=time.perf_counter() - t0 if m.backend != "full" else full_secs, meta=ex.meta))
 
 def _bytes_per_token(model) -> int:

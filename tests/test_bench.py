@@ -104,6 +104,9 @@ def test_streaming_rows(tiny, tmp_path):
     n = rows["full"]["context_tokens"]
     assert rows["knorm"]["max_cache_tokens"] == int(n * 0.5) and rows["knorm"]["eviction_events"] > 0
     assert rows["jacap"]["kl"] > 0 and rows["jacap"]["n_positions"] == rows["full"]["n_positions"]
+    # cache size is measured on the final cache: within the budget, and smaller than the full cache's
+    assert rows["knorm"]["kept_tokens"] <= rows["knorm"]["max_cache_tokens"]
+    assert rows["knorm"]["cache_bytes"] < rows["full"]["cache_bytes"]
 
 def test_stream_chunks_equal_token_by_token(tiny):
     "Feeding high-water-aligned chunks gives the logits of feeding one token at a time."
@@ -111,7 +114,8 @@ def test_stream_chunks_equal_token_by_token(tiny):
     model, _ = tiny
     ids = torch.randint(3, 120, (1, 70), generator=torch.Generator().manual_seed(2))
     press = make_jacap_press(parse_method("jacap"), 0.0, max_cache_tokens=40, interval=8)
-    chunked = _stream_logits(model, press, ids, 20)
+    chunked, final = _stream_logits(model, press, ids, 20)
+    assert final.layers[0].keys.shape[2] <= 40                      # the cache never outgrows the budget
     kw, cache, out = cache_kwarg(model), DynamicCache(), []
     with make_jacap_press(parse_method("jacap"), 0.0, max_cache_tokens=40, interval=8)(model):
         model(input_ids=ids[:, :20], **{kw: cache})
