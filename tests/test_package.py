@@ -1,5 +1,5 @@
 "The package's own plumbing: README in sync with index.ipynb, _quarto.yml single source, settings read by setup.py."
-import configparser, pathlib, importlib
+import configparser, os, pathlib, subprocess, sys
 from readme import readme_text, ROOT
 
 def test_readme_is_generated_from_index():
@@ -17,5 +17,11 @@ def test_version_matches_settings():
 def test_setup_py_does_not_use_pkg_resources():
     assert 'pkg_resources' not in (ROOT/'setup.py').read_text()
 
-def test_library_imports_without_optional_modules():
-    for m in ['jacap_nb']: importlib.import_module(m)
+def test_library_imports_and_scores_without_triton():
+    "Triton is Linux-only: with it unimportable, the kernels module still imports and takes the torch path."
+    code = ("import sys; sys.modules['triton'] = None\n"
+            "import torch, jacap_nb.kernels as K, jacap_nb.cache\n"
+            "assert K.available() == 'torch', K.available()\n"
+            "k, v, q = torch.randn(1, 2, 1, 9, 8), torch.randn(1, 2, 1, 9, 8), torch.randn(1, 2, 3, 8)\n"
+            "assert K.capkv_scores(k, v, q).shape == (1, 2, 3, 9)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TRITON_INTERPRET": ""})
