@@ -5,10 +5,10 @@
 # %% auto #0
 __all__ = ['COMMANDS', 'main']
 
-# %% ../nbs/18_cli.ipynb #f524ef9f
+# %% ../nbs/18_cli.ipynb #93c473cd
 import argparse, importlib, sys
 
-# %% ../nbs/18_cli.ipynb #ed54819b
+# %% ../nbs/18_cli.ipynb #74ec1df2
 COMMANDS = {
     'demo':  ('jacap_nb.demo',  'demo_cli',  'SmolLM2 answers passkey prompts with the full cache, Jacap and a baseline'),
     'bench': ('jacap_nb.bench', 'bench_cli', 'run an evaluation task over methods x compression ratios x prompt formats'),

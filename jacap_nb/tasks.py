@@ -10,14 +10,14 @@ __all__ = ['PASSKEY_NEEDLE', 'PASSKEY_QUESTION', 'PASSKEY_ANSWER_PREFIX', 'MULTI
            'multiquestion_examples', 'document_examples', 'token_fidelity', 'streaming_examples', 'wilson_interval',
            'number_complete', 'Task', 'get_task']
 
-# %% ../nbs/11_tasks.ipynb #6d74a4a3
+# %% ../nbs/11_tasks.ipynb #85450b56
 import hashlib, importlib.util, math, random, re
 from dataclasses import dataclass, field, asdict
 from functools import lru_cache
 from pathlib import Path
 import torch
 
-# %% ../nbs/11_tasks.ipynb #5f911d5e
+# %% ../nbs/11_tasks.ipynb #1c38dac4
 @dataclass
 class Example:
     "One task instance: `context` is compressed, `question` is appended after it uncompressed."
@@ -31,12 +31,12 @@ class Example:
 
     def to_dict(self): return asdict(self)
 
-# %% ../nbs/11_tasks.ipynb #f6f30fe2
+# %% ../nbs/11_tasks.ipynb #db7fc89b
 def example_seed(*parts) -> int:
     "A 32-bit seed derived from `parts` with SHA-256 (stable across runs and machines, unlike `hash`)."
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
 
-# %% ../nbs/11_tasks.ipynb #fb629502
+# %% ../nbs/11_tasks.ipynb #c520a8cf
 _REPETITIVE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 
 def britannica_path() -> Path:
@@ -72,7 +72,7 @@ def source_text(name:str, # "britannica", "pydoc" or "repetitive"
     if name == "repetitive": return _REPETITIVE
     raise ValueError(f'source must be one of "britannica", "pydoc", "repetitive"; got {name!r}')
 
-# %% ../nbs/11_tasks.ipynb #ee4df301
+# %% ../nbs/11_tasks.ipynb #5b9dd5d6
 _SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 
 @lru_cache(maxsize=None)
@@ -80,7 +80,7 @@ def source_sentences(name:str) -> tuple:
     "The source split into sentences (a tuple of str)."
     return tuple(s.strip() for s in _SENT.split(source_text(name)) if s.strip())
 
-# %% ../nbs/11_tasks.ipynb #6a8893bc
+# %% ../nbs/11_tasks.ipynb #036737f4
 def approx_tokens(text:str) -> int:
     "A tokenizer-free estimate: ceil(characters / 4)."
     return math.ceil(len(text) / 4)
@@ -89,7 +89,7 @@ def token_counter(tokenizer) -> callable:
     "`count(text) -> int`: the number of tokens of `text` under `tokenizer`, without special tokens."
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-# %% ../nbs/11_tasks.ipynb #16046806
+# %% ../nbs/11_tasks.ipynb #d7f1f253
 def _check_unit(x, name):
     if not isinstance(x, (int, float)) or not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1]; got {x!r}")
 
@@ -129,7 +129,7 @@ def haystack(length:int,  # context length in tokens (approximate: whole sentenc
     measured = count_tokens(" ".join(sents[:cut])) / count_tokens(" ".join(sents)) if cut else 0.0
     return " ".join(parts), measured
 
-# %% ../nbs/11_tasks.ipynb #e89580e9
+# %% ../nbs/11_tasks.ipynb #f5584450
 PASSKEY_NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key."
 PASSKEY_QUESTION = "What is the pass key mentioned in the text?"
 PASSKEY_ANSWER_PREFIX = "The pass key is "
@@ -168,7 +168,7 @@ def passkey_examples(lengths=(1024, 2048), # context lengths in tokens
                                         i=i, seed=seed, n_tokens=count_tokens(ctx)), PASSKEY_ANSWER_PREFIX))
     return out
 
-# %% ../nbs/11_tasks.ipynb #17757d2d
+# %% ../nbs/11_tasks.ipynb #369ccb10
 def first_number(text:str) -> str:
     "The first run of digits in `text` ('' if none)."
     m = re.search(r"\d+", text)
@@ -178,7 +178,7 @@ def passkey_correct(prediction:str, answer:str) -> bool:
     "Exact match of the first number in `prediction` with the answer's digits."
     return first_number(prediction) == first_number(answer) != ""
 
-# %% ../nbs/11_tasks.ipynb #4c3aae7e
+# %% ../nbs/11_tasks.ipynb #fa4cb391
 MULTIKEY_FACT = "The value of key {key} is {value}."
 MULTIKEY_QUESTION = "What is the value of key {key} mentioned in the text?"
 MULTIKEY_ANSWER_PREFIX = "The value of key {key} is "
@@ -219,7 +219,7 @@ def multikey_examples(lengths=(512, 1024),  # context lengths in tokens
                                MULTIKEY_ANSWER_PREFIX.format(key=keys[j])))
     return out
 
-# %% ../nbs/11_tasks.ipynb #3e9c9c3f
+# %% ../nbs/11_tasks.ipynb #423cba2a
 MULTIQ_FACTS = (("pass key", "The pass key is {v}. Remember it. {v} is the pass key."),
                 ("door code", "The door code is {v}. Remember it. {v} is the door code."),
                 ("room number", "The room number is {v}. Remember it. {v} is the room number."),
@@ -258,7 +258,7 @@ def multiquestion_examples(lengths=(1024, 2048),   # context lengths in tokens
                                        MULTIQ_ANSWER_PREFIX.format(name=name)))
     return out
 
-# %% ../nbs/11_tasks.ipynb #fc0ec389
+# %% ../nbs/11_tasks.ipynb #aac205b0
 def document_examples(n:int=8,               # documents (stretches of the source)
                       prefix_tokens:int=512, # tokens compressed
                       continuation_tokens:int=64, # tokens teacher-forced after the prefix
@@ -285,7 +285,7 @@ def document_examples(n:int=8,               # documents (stretches of the sourc
                                 i=i, seed=seed, length=prefix_tokens)))
     return out
 
-# %% ../nbs/11_tasks.ipynb #2fcb9f21
+# %% ../nbs/11_tasks.ipynb #805a5aad
 def token_fidelity(full_logits:torch.Tensor, # (T, V) logits with the full cache
                    comp_logits:torch.Tensor, # (T, V) logits with the compressed cache, same positions
                    targets:torch.Tensor|None=None, # (T,) reference next tokens, for perplexities
@@ -301,7 +301,7 @@ def token_fidelity(full_logits:torch.Tensor, # (T, V) logits with the full cache
         out["ppl_full"] = float((-lp.gather(-1, idx)).mean().exp()); out["ppl_comp"] = float((-lq.gather(-1, idx)).mean().exp())
     return out
 
-# %% ../nbs/11_tasks.ipynb #ba7e73d1
+# %% ../nbs/11_tasks.ipynb #abcd245a
 def streaming_examples(n:int=4,                 # documents
                        prefix_tokens:int=64,     # prompt tokens (prefilled)
                        continuation_tokens:int=448, # tokens streamed one by one after the prompt
@@ -309,7 +309,7 @@ def streaming_examples(n:int=4,                 # documents
     "Documents for streaming evaluation: `context` = prompt, `answer` = the streamed text."
     return document_examples(n, prefix_tokens, continuation_tokens, source, seed, count_tokens, task="streaming")
 
-# %% ../nbs/11_tasks.ipynb #c7b55b3a
+# %% ../nbs/11_tasks.ipynb #7ef873c2
 def wilson_interval(k:int,  # successes
                     n:int,  # trials
                     z:float=1.959964, # normal quantile (1.96 = 95%)
@@ -322,7 +322,7 @@ def wilson_interval(k:int,  # successes
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     return (max(0.0, centre - half), min(1.0, centre + half))
 
-# %% ../nbs/11_tasks.ipynb #f75cf91d
+# %% ../nbs/11_tasks.ipynb #8cc6810f
 def number_complete(text:str) -> bool:
     "True once `text` holds a run of digits followed by a non-digit (the answer number is complete)."
     return re.search(r"\d\D", text) is not None

@@ -4,15 +4,15 @@
 
 # %% auto #0
 __all__ = ['softmax_jacobian', 'attention_probs', 'attention_jacobian', 'gaussian_channel_capacity', 'jacobian_capacity',
-           'logdet_increment', 'auto_noise_var', 'capacity_matrix', 'diagonal_capacity', 'leverage_scores',
-           'linear_capacity', 'sensitivity_weights']
+           'logdet_increment', 'auto_noise_var', 'reference_capacity_matrix', 'diagonal_capacity',
+           'reference_leverage_scores', 'linear_capacity', 'sensitivity_weights']
 
-# %% ../nbs/00_theory.ipynb #ba589eef
+# %% ../nbs/00_theory.ipynb #091e3231
 import math
 import torch
 from torch import Tensor
 
-# %% ../nbs/00_theory.ipynb #8a3760ff
+# %% ../nbs/00_theory.ipynb #12c4b9d8
 def _shape(x): return tuple(x.shape)
 
 def _check_keys_values(keys, values):
@@ -20,28 +20,28 @@ def _check_keys_values(keys, values):
     if values.ndim < 2 or values.shape[-2] != keys.shape[-2]:
         raise ValueError(f"values must have shape (..., n, d_v) with the same n={keys.shape[-2]} as keys; got {_shape(values)}")
 
-def _check_query(q, d, name="q"):
+def _check_q_dim(q, d, name="q"):
     if q.ndim < 1 or q.shape[-1] != d:
         raise ValueError(f"{name} must have shape (..., d) with d={d} (the key dimension); got {_shape(q)}")
 
-# %% ../nbs/00_theory.ipynb #05540bde
+# %% ../nbs/00_theory.ipynb #ecfcbb97
 def softmax_jacobian(alpha:Tensor, # probabilities (..., n) (rows of a softmax)
                     )->Tensor: # Diag(alpha) - alpha alpha^T, (..., n, n)
     "Jacobian of `softmax(z)` with respect to `z`, written in terms of `alpha = softmax(z)`."
     if alpha.ndim < 1: raise ValueError(f"alpha must have shape (..., n); got {_shape(alpha)}")
     return torch.diag_embed(alpha) - alpha.unsqueeze(-1) * alpha.unsqueeze(-2)
 
-# %% ../nbs/00_theory.ipynb #236666a0
+# %% ../nbs/00_theory.ipynb #e07abd91
 def attention_probs(keys:Tensor, # keys (..., n, d)
                     q:Tensor,    # query (..., d)
                     tau:float=1.0, # softmax temperature (1 = the model's own attention)
                    )->Tensor: # softmax(K q / (tau sqrt(d))), (..., n)
     "Attention probabilities of one query over the rows of `keys`."
-    _check_query(q, keys.shape[-1])
+    _check_q_dim(q, keys.shape[-1])
     logits = (keys @ q.unsqueeze(-1)).squeeze(-1) / (tau * math.sqrt(keys.shape[-1]))
     return torch.softmax(logits, dim=-1)
 
-# %% ../nbs/00_theory.ipynb #36f2d2a9
+# %% ../nbs/00_theory.ipynb #5b44ff4f
 def attention_jacobian(keys:Tensor,   # keys K (..., n, d)
                        values:Tensor, # values V (..., n, d_v); the output map is U = V^T
                        q:Tensor,      # query (..., d) at which J is evaluated (mu_Q)
@@ -53,7 +53,7 @@ def attention_jacobian(keys:Tensor,   # keys K (..., n, d)
     rank_one = (alpha.unsqueeze(-2) @ values).mT @ (alpha.unsqueeze(-2) @ keys)  # (V^T a)(a^T K)
     return (weighted - rank_one) / math.sqrt(keys.shape[-1])
 
-# %% ../nbs/00_theory.ipynb #1e877538
+# %% ../nbs/00_theory.ipynb #6aea0e0e
 def _cov_matrix(q_cov:Tensor, d:int)->Tensor:
     "A full (..., d, d) float64 covariance from a full matrix or a diagonal of variances (..., d)."
     q_cov = q_cov.double()
@@ -79,7 +79,7 @@ def _half_logdet_identity_plus(m:Tensor)->Tensor:
     if bool((info != 0).any()): raise ValueError("the channel matrix is not positive semi-definite (check q_cov)")
     return chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
-# %% ../nbs/00_theory.ipynb #81dd38ae
+# %% ../nbs/00_theory.ipynb #3e254260
 def gaussian_channel_capacity(jac:Tensor, # channel matrix J (..., m, d)
                               q_cov:Tensor, # query covariance Lambda (..., d, d), or variances (..., d) for a diagonal one
                               noise_var:float|Tensor|str=1.0, # isotropic noise sigma^2 > 0 (number or tensor (...)), or "auto"
@@ -93,7 +93,7 @@ def gaussian_channel_capacity(jac:Tensor, # channel matrix J (..., m, d)
     sigma2 = _noise_var(noise_var, signal)
     return _half_logdet_identity_plus(signal / sigma2.unsqueeze(-1).unsqueeze(-1))
 
-# %% ../nbs/00_theory.ipynb #537e13fc
+# %% ../nbs/00_theory.ipynb #273e2842
 def jacobian_capacity(keys:Tensor,   # keys K (..., n, d)
                       values:Tensor, # values V (..., n, d_v)
                       q_mean:Tensor, # query centre mu_Q (..., d)
@@ -101,11 +101,11 @@ def jacobian_capacity(keys:Tensor,   # keys K (..., n, d)
                       noise_var:float|Tensor|str=1.0, # sigma^2 > 0, or "auto" (see `gaussian_channel_capacity`)
                      )->Tensor: # 1/2 logdet(I + J Lambda J^T / sigma^2) in nats, float64 (...)
     "Jacap's capacity of the attention channel linearised at `q_mean`: J = V^T S K / sqrt(d) in float64."
-    _check_keys_values(keys, values); _check_query(q_mean, keys.shape[-1], "q_mean")
+    _check_keys_values(keys, values); _check_q_dim(q_mean, keys.shape[-1], "q_mean")
     jac = attention_jacobian(keys.double(), values.double(), q_mean.double())
     return gaussian_channel_capacity(jac, q_cov, noise_var)
 
-# %% ../nbs/00_theory.ipynb #aa3260ce
+# %% ../nbs/00_theory.ipynb #252fb971
 def logdet_increment(a:Tensor, # symmetric positive definite A (..., m, m)
                      u:Tensor, # direction u (..., m)
                      w:float|Tensor=1.0, # weight w >= 0 (number or (...))
@@ -117,7 +117,7 @@ def logdet_increment(a:Tensor, # symmetric positive definite A (..., m, m)
     x = torch.cholesky_solve(u.double().unsqueeze(-1), chol).squeeze(-1)
     return torch.log1p(torch.as_tensor(w, dtype=torch.float64) * (u.double() * x).sum(-1))
 
-# %% ../nbs/00_theory.ipynb #6cdf57fa
+# %% ../nbs/00_theory.ipynb #93b484bf
 def auto_noise_var(weights:Tensor, # token weights w_j >= 0 (..., N)
                    values:Tensor,  # value (output) vectors v_j (..., N, d_v)
                   )->Tensor: # sum_j w_j |v_j|^2 / d_v, (...), at least float32, never 0
@@ -129,7 +129,7 @@ def auto_noise_var(weights:Tensor, # token weights w_j >= 0 (..., N)
     energy = (weights.to(dtype) * values.to(dtype).square().sum(-1)).sum(-1)
     return (energy / values.shape[-1]).clamp_min(torch.finfo(dtype).tiny)
 
-# %% ../nbs/00_theory.ipynb #ebdd62b9
+# %% ../nbs/00_theory.ipynb #418fd019
 def _weight_noise(weights, vectors, noise_var):
     if vectors.ndim < 2: raise ValueError(f"vectors must have shape (..., N, m); got {_shape(vectors)}")
     if weights.ndim < 1 or weights.shape[-1] != vectors.shape[-2]:
@@ -138,7 +138,7 @@ def _weight_noise(weights, vectors, noise_var):
     dummy = torch.zeros(1, 1, dtype=torch.float64, device=vectors.device)
     return _noise_var(noise_var, dummy)
 
-def capacity_matrix(weights:Tensor, # w_j >= 0 (..., N)
+def reference_capacity_matrix(weights:Tensor, # w_j >= 0 (..., N)
                     vectors:Tensor, # output directions u_j (..., N, m)
                     noise_var:float|Tensor|str=1.0, # sigma^2 > 0, or "auto" (= `auto_noise_var(weights, vectors)`)
                    )->Tensor: # A = I + sum_j w_j u_j u_j^T / sigma^2, float64 (..., m, m)
@@ -153,21 +153,21 @@ def diagonal_capacity(weights:Tensor, # w_j >= 0 (..., N); pass a subset by inde
                       noise_var:float|Tensor|str=1.0, # sigma^2 > 0, or "auto"
                      )->Tensor: # 1/2 logdet(I + sum_j w_j u_j u_j^T / sigma^2), float64 (...)
     "Capacity of the channel after Jacap's diagonal approximations: 1/2 logdet(A)."
-    chol = torch.linalg.cholesky(capacity_matrix(weights, vectors, noise_var))
+    chol = torch.linalg.cholesky(reference_capacity_matrix(weights, vectors, noise_var))
     return chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
-def leverage_scores(weights:Tensor, # w_j >= 0 (..., N)
+def reference_leverage_scores(weights:Tensor, # w_j >= 0 (..., N)
                     vectors:Tensor, # output directions u_j (..., N, m)
                     noise_var:float|Tensor|str=1.0, # sigma^2 > 0, or "auto"
                    )->Tensor: # r_i = w_i u_i^T A^{-1} u_i / sigma^2, float64 (..., N)
     "Leverage scores against the full-pool capacity matrix A (Jacap/CapKV's one-shot score). Reference float64 version."
     sigma2 = _weight_noise(weights, vectors, noise_var)
-    chol = torch.linalg.cholesky(capacity_matrix(weights, vectors, sigma2))
+    chol = torch.linalg.cholesky(reference_capacity_matrix(weights, vectors, sigma2))
     u = vectors.double()
     x = torch.cholesky_solve(u.mT, chol).mT                  # rows x_i = A^{-1} u_i
     return weights.double() / sigma2.unsqueeze(-1) * (u * x).sum(-1)
 
-# %% ../nbs/00_theory.ipynb #66a30a35
+# %% ../nbs/00_theory.ipynb #c025f15c
 def linear_capacity(keys:Tensor,   # keys K (..., n, d)
                     values:Tensor, # values V (..., n, d_v)
                     q_cov:Tensor,  # query covariance Lambda_Q (..., d, d), or variances (..., d)
@@ -177,7 +177,7 @@ def linear_capacity(keys:Tensor,   # keys K (..., n, d)
     _check_keys_values(keys, values)
     return gaussian_channel_capacity(values.double().mT @ keys.double(), q_cov, noise_var)
 
-# %% ../nbs/00_theory.ipynb #c53fea46
+# %% ../nbs/00_theory.ipynb #f1ce2573
 def sensitivity_weights(keys:Tensor,   # keys (..., N, d)
                         q_mean:Tensor, # query centre mu_Q (..., d)
                         q_var:Tensor,  # diagonal query variances (..., d)
@@ -185,7 +185,7 @@ def sensitivity_weights(keys:Tensor,   # keys (..., N, d)
                        )->Tensor: # w_i = [a_i (1 - a_i)]^2 k_i^T Diag(q_var) k_i / d, float64 (..., N)
     "Jacap's per-token weights: squared softmax sensitivity times the query response variance."
     if keys.ndim < 2: raise ValueError(f"keys must have shape (..., N, d); got {_shape(keys)}")
-    _check_query(q_var, keys.shape[-1], "q_var")
+    _check_q_dim(q_var, keys.shape[-1], "q_var")
     alpha = attention_probs(keys.double(), q_mean.double(), tau)
     kappa = (keys.double().square() * q_var.double().unsqueeze(-2)).sum(-1)
     return (alpha * (1 - alpha)).square() * kappa / keys.shape[-1]
