@@ -57,7 +57,8 @@ TRITON_INTERPRET=1 python tests/run_pytest.py tests/test_kernels.py -m "$marks" 
 if [ $slow = 0 ]; then
   echo "== not run here (bash tests/run.sh --slow runs the slow ones; gpu ones need CUDA):"
   set +e; python -m pytest tests --collect-only -q -m "slow or gpu" -p no:cacheprovider | tail -1; rc=${PIPESTATUS[0]}; set -e
-  [ $rc = 0 ] || [ $rc = 5 ] || { echo "pytest could not collect the tests (exit $rc)"; exit $rc; }   # 5: none flagged
+  # 5: none flagged. Any other code is a collection error: the run below collects the same modules and fails on it.
+  [ $rc = 0 ] || [ $rc = 5 ] || echo "pytest could not collect the tests (exit $rc): the next step shows why"
 fi
 echo "== pytest: everything else"
 python tests/run_pytest.py tests -n 2 -m "$marks" -p no:cacheprovider --ignore=tests/test_kernels.py
