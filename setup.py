@@ -13,32 +13,36 @@ expected = cfg_keys + "lib_name user branch license status min_python audience l
 for o in expected: assert o in cfg, "missing expected setting: {}".format(o)
 setup_cfg = {o:cfg[o] for o in cfg_keys}
 
-licenses = {
-    'apache2': ('Apache Software License 2.0','OSI Approved :: Apache Software License'),
-    'mit': ('MIT License', 'OSI Approved :: MIT License'),
-}
+# SPDX license expressions (setuptools deprecates the License :: classifiers in their favour)
+licenses = {'apache2': 'Apache-2.0', 'mit': 'MIT'}
 statuses = [ '0 - Pre-Planning', '1 - Planning', '2 - Pre-Alpha', '3 - Alpha',
     '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive' ]
 py_versions = '3.10 3.11 3.12 3.13'.split()
 
-requirements = ['packaging'] + shlex.split(cfg.get('requirements', ''))
+def reqs(key): return shlex.split(cfg.get(key, ''))
+requirements = reqs('requirements')
 min_python = cfg['min_python']
-lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
-extras = {'dev': shlex.split(cfg.get('dev_requirements', '')),
-          # kvpress side by side: kvpress 0.5.5 needs transformers < 5.3, so this extra pins 5.2
-          'demo': shlex.split(cfg.get('demo_requirements', '')),
-          'kvpress': shlex.split(cfg.get('kvpress_requirements', ''))}
+lic = licenses.get(cfg['license'].lower(), cfg['license'])
+# One extra per kind of user; see the comments in settings.ini.
+notebooks, kernels, smollm2 = reqs('notebooks_requirements'), reqs('kernels_requirements'), reqs('smollm2_requirements')
+extras = {'notebooks': notebooks,
+          'kernels': kernels,                        # triton, Linux only: a CPU `pip install jacap_nb` never downloads it
+          'smollm2': smollm2, 'demo': smollm2,       # demo: the older name of smollm2
+          'all': notebooks + kernels + smollm2,      # a GPU notebook user (Colab): everything but the dev tools
+          'dev': reqs('dev_requirements') + notebooks + kernels + smollm2,   # what the notebooks and tests need
+          # kvpress side by side, in its own venv: kvpress 0.5.5 needs transformers < 5.3, so this extra pins 5.2
+          'kvpress': reqs('kvpress_requirements')}
 project_urls = {}
 if cfg.get('doc_host'): project_urls["Documentation"] = cfg['doc_host'] + cfg.get('doc_baseurl', '')
 
 setuptools.setup(
     name = cfg['lib_name'],
-    license = lic[0],
+    license = lic,
     classifiers = [
         'Development Status :: ' + statuses[int(cfg['status'])],
         'Intended Audience :: ' + cfg['audience'].title(),
         'Natural Language :: ' + cfg['language'].title(),
-    ] + ['Programming Language :: Python :: '+o for o in py_versions[py_versions.index(min_python):]] + (['License :: ' + lic[1] ] if lic[1] else []),
+    ] + ['Programming Language :: Python :: '+o for o in py_versions[py_versions.index(min_python):]],
     url = cfg['git_url'],
     packages = setuptools.find_packages(include=[cfg['lib_path'], cfg['lib_path'] + '.*']),
     include_package_data = True,
