@@ -1,7 +1,12 @@
-import os, sys, pathlib
+import os, sys, pathlib, importlib.util
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-sys.path.insert(0, str(pathlib.Path(__file__).parent))  # tests/readme.py
+sys.path.insert(0, str(pathlib.Path(__file__).parent))  # tests/readme.py, tests/tinytools.py
+
+# tests/test_kvpress_compat.py needs kvpress (its own environment: kvpress 0.5.5 pins transformers < 5.3). Where kvpress
+# is not importable the file is not collected at all, so the main environment's run neither fails on it nor reports it
+# as skipped tests; CI runs it in the kvpress environment.
+collect_ignore = [] if importlib.util.find_spec("kvpress") is not None else ["test_kvpress_compat.py"]
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long CPU tests (the real model, long prompts); `bash tests/run.sh --slow` runs them")

@@ -1,4 +1,6 @@
-"Fast tests of jacap_nb.analysis: log-det identities, capacity proxies, Spearman, greedy/brute-force selection."
+"""jacap_nb.analysis as grids: log-det identities, capacity proxies, Spearman p-values, greedy/brute-force selection,
+capacities of a captured prefill. 14_analysis checks the hand examples (proxies, ranks, Spearman, the 2-D greedy
+case, the competition form, the prefill tensors reproducing attention); not repeated here."""
 import itertools, math
 import numpy as np
 import pytest
@@ -6,7 +8,7 @@ import torch
 from jacap_nb.analysis import (logdet_eye_gram, capacity_proxies, average_ranks, spearman, student_t_two_sided_p,
     regularized_beta, greedy_logdet_selection, brute_force_selection, selection_logdet, taylor_errors,
     competition_weights, competition_scores, capacity_approximations, prefill_keys_values, prefill_queries, cache_capacity, query_stats, gather_tokens)
-from jacap_nb.bench import capture_prefill
+from jacap_nb.cache import capture_prefill
 from jacap_nb.theory import softmax_jacobian, attention_probs, jacobian_capacity
 
 f64 = dict(dtype=torch.float64)
@@ -17,17 +19,6 @@ def test_sylvester_identity(n, m):
     big = torch.linalg.slogdet(torch.eye(n, **f64) + x @ x.mT).logabsdet
     torch.testing.assert_close(logdet_eye_gram(x), big)
     torch.testing.assert_close(logdet_eye_gram(x.mT), big)
-
-def test_proxies_hand_examples():
-    eye = torch.eye(2, **f64)
-    p = capacity_proxies(eye, eye, torch.tensor([0, 1]))
-    for name in ("k", "u", "ku"): assert p[name].item() == pytest.approx(2 * math.log(2))
-    dup = torch.tensor([[1., 0.], [1., 0.]], **f64)
-    p = capacity_proxies(dup, dup, torch.tensor([0, 1]))
-    assert p["k"].item() == pytest.approx(math.log(3)) and p["ku"].item() == pytest.approx(math.log(5))
-    assert p["u"].item() == pytest.approx(math.log(3))
-    p = capacity_proxies(dup, dup, torch.tensor([0]))       # one unit token (RMS normalised): log 2 everywhere
-    for name in ("k", "u", "ku"): assert p[name].item() == pytest.approx(math.log(2))
 
 def test_proxies_monotone_scale_free_and_jacobian():
     keys, values = torch.randn(3, 30, 8, **f64), torch.randn(3, 30, 5, **f64)
@@ -50,25 +41,6 @@ def test_proxies_bad_inputs():
     with pytest.raises(ValueError, match="kept must be"): capacity_proxies(keys, values, torch.tensor([1., 2.]))
     with pytest.raises(ValueError, match="share leading dims"): capacity_proxies(keys, values[:5], torch.tensor([1]))
     with pytest.raises(ValueError, match="x must be"): logdet_eye_gram(torch.ones(3))
-
-def test_average_ranks_ties():
-    np.testing.assert_array_equal(average_ranks([5, 6, 7, 8, 7]), [1, 2, 3.5, 5, 3.5])
-    np.testing.assert_array_equal(average_ranks([3, 1, 3, 3]), [3, 1, 3, 3])
-    with pytest.raises(ValueError, match="without NaN"): average_ranks([1, float("nan")])
-
-def test_spearman_hand_example():
-    # ranks y = (1, 2, 3.5, 5, 3.5): sum of rank products about the mean 8, variances 10 and 9.5
-    r = spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7], method="t")
-    assert r.rho == pytest.approx(8 / math.sqrt(95))
-    t = r.rho * math.sqrt(3 / (1 - r.rho ** 2))
-    assert r.pvalue == pytest.approx(0.0885870053, abs=1e-8)
-    assert r.pvalue == pytest.approx(student_t_two_sided_p(t, 3))
-    # exact: enumerate the permutations by hand
-    rx = np.arange(1, 6.)
-    perms = [np.corrcoef(rx, average_ranks(p))[0, 1] for p in itertools.permutations([5, 6, 7, 8, 7])]
-    assert spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]).pvalue == pytest.approx(np.mean(np.abs(perms) >= 8 / math.sqrt(95) - 1e-12))
-    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]).rho == pytest.approx(-1) and spearman([1, 2, 3, 4], [4, 3, 2, 1]).pvalue == pytest.approx(2 / 24)
-    assert math.isnan(spearman([1, 2, 3], [2, 2, 2]).rho)
 
 def test_t_pvalue_closed_forms_and_h0_calibration():
     for t in (0.0, 0.5, 1.7, 9.0):
@@ -118,13 +90,6 @@ def test_greedy_vs_brute_force(seed):
         f_greedy = selection_logdet(w, u, greedy_logdet_selection(w, u, b)).item()
         assert (1 - 1 / math.e) * f_opt - 1e-9 <= f_greedy <= f_opt + 1e-9
 
-def test_greedy_prefers_a_new_direction():
-    # after a heavy direction, its duplicate adds log(1 + 5/6) < a new direction log(2): greedy and the optimum agree
-    u = torch.tensor([[1., 0.], [1., 0.], [0., 1.]])
-    w = torch.tensor([5., 5., 1.])
-    assert sorted(greedy_logdet_selection(w, u, 2).tolist()) == [0, 2]
-    assert brute_force_selection(w, u, 2)[0].tolist() == [0, 2]
-
 def test_selection_bad_inputs():
     with pytest.raises(ValueError, match="budget must be"): greedy_logdet_selection(torch.rand(4), torch.randn(4, 2), 5)
     with pytest.raises(ValueError, match="budget must be"): greedy_logdet_selection(torch.rand(4), torch.randn(4, 2), True)
@@ -139,37 +104,6 @@ def test_taylor_error_is_first_order():
     e1, e2 = taylor_errors(k, v, mu, mu + 1e-2 * dq), taylor_errors(k, v, mu, mu + 5e-3 * dq)
     torch.testing.assert_close(e2 / e1, torch.full((4,), 0.5, **f64), atol=0.02, rtol=0)
     assert (taylor_errors(k, v, mu, mu + 3 * dq) > e1).all()
-
-def test_competition_form_equals_exact_S():
-    k, v, mu, var = torch.randn(10, 5, **f64), torch.randn(10, 3, **f64), torch.randn(5, **f64), torch.rand(5, **f64)
-    w, c = competition_weights(k, v, mu, var)
-    s = softmax_jacobian(attention_probs(k, mu))
-    kappa = (k.square() * var).sum(-1)
-    torch.testing.assert_close((c.mT * w) @ c, v.mT @ s @ torch.diag(kappa) @ s @ v / 5)
-    k_orth = torch.linalg.qr(torch.randn(5, 5, **f64))[0][:4] * 3
-    caps = capacity_approximations(k_orth, v[:4], mu, torch.ones(5, **f64), noise_var=0.5)
-    torch.testing.assert_close(caps["competition"], caps["exact"])
-    sc = competition_scores(torch.randn(2, 40, 8), torch.randn(2, 40, 8), torch.randn(2, 8), torch.rand(2, 8))
-    assert sc.shape == (2, 40) and sc.dtype == torch.float32 and (sc >= 0).all()
-    with pytest.raises(ValueError, match="tau must be"): competition_scores(k, v, mu, var, tau=-1)
-
-def test_prefill_tensors_reproduce_attention_tiny_model():
-    "Keys/values from bench's capture and the rebuilt post-RoPE queries give back the attention module's output."
-    from jacap_nb.models import tiny_model
-    model = tiny_model()
-    out = {}
-    h = model.model.layers[0].self_attn.register_forward_hook(lambda m, a, o: out.update(attn=o[0][0]))
-    try: pre = capture_prefill(model, torch.randint(3, 120, (1, 10)))
-    finally: h.remove()
-    keys, values = prefill_keys_values(pre)
-    queries = prefill_queries(model, pre)
-    assert keys.shape == (2, 2, 10, 16) and values.shape == (2, 2, 10, 16) and queries.shape == (2, 4, 10, 16)
-    k, v = keys[0].repeat_interleave(2, 0), values[0].repeat_interleave(2, 0)
-    heads = torch.softmax(queries[0] @ k.mT / 4 + torch.full((10, 10), -math.inf).triu(1), -1) @ v
-    mine = model.model.layers[0].self_attn.o_proj(heads.transpose(0, 1).reshape(10, -1))
-    torch.testing.assert_close(mine, out["attn"], atol=1e-5, rtol=1e-4)
-    with pytest.raises(ValueError, match="one prompt"): prefill_queries(model, capture_prefill(model, torch.randint(3, 120, (2, 5))))
-    with pytest.raises(ValueError, match="layers"): prefill_queries(model, type(pre)(pre.ids, pre.layers[:1], 0.0))
 
 def test_cache_capacity_tiny_model():
     from jacap_nb.models import tiny_model

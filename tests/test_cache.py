@@ -1,342 +1,389 @@
-"Tests of jacap_nb.cache: physical eviction with logical positions, prefill compression, decoding eviction, batches."
-import copy, random, warnings
+"""The cache mechanism (jacap_nb.cache) driven by real presses (jacap_nb.presses) on tiny models: the guarantees that
+the notebooks state once and these grids check over architectures, scorers and wrappers.
+
+06_cache / 07_presses already check, cell by cell: CompressedLayer bookkeeping, select_slots / rank_protect on a hand
+example, a minimal press hooked on llama, replay == hooked prefill for every scorer on llama, keys_pre, nested presses
+refused, share_layer_scores, DecodingEviction targets. Not repeated here."""
+import copy, warnings
 import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
-import jacap_nb.cache as jc
-from jacap_nb.cache import (CompressedLayer, EvictionPress, make_press, generate, compress_context, answer, cache_bytes,
-                            _forward)
-from jacap_nb.models import tiny_model, cache_kwarg, load_smollm2
-from jacap_nb.demo import passkey_prompt, QUESTION
+from jacap_nb import scoring
+from jacap_nb.cache import CompressedLayer, cache_bytes, capture_prefill, compress_layers
+from jacap_nb.models import tiny_model, cache_kwarg, model_adapters
+from jacap_nb.presses import SCORERS, Scorer, make_press, EvictionPress, KNorm
+from tinytools import count_attention_calls, rand_ids, physical
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
+NAMES = list(SCORERS)
 
 
-@pytest.fixture(scope="session")
-def smollm2():
-    return load_smollm2()
+@pytest.fixture(scope="module")
+def models():
+    "One tiny model per architecture (built once: each test leaves no hook behind, which the tests check)."
+    return {a: tiny_model(a) for a in ARCHS}
 
 
-def _prefill(model, ids, am=None):
-    cache = DynamicCache()
-    am = torch.ones_like(ids) if am is None else am
-    with torch.no_grad(): _forward(model, ids, am, cache)
-    return cache
+def _no_hooks(m):
+    return all(not l.self_attn._forward_hooks and not l.self_attn._forward_pre_hooks for l in m.model.layers) \
+        and not m.model._forward_pre_hooks and getattr(m, "_jacap_nb_run", None) is None
 
 
-def _physical_lengths(cache):
-    return [l.keys.shape[-2] for l in cache.layers]
-
-
-# --- equivalences -----------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_ratio_zero_matches_plain_generate(arch):
-    m = tiny_model(arch)
-    ids = torch.randint(3, 128, (1, 40), generator=torch.Generator().manual_seed(0))
-    plain = m.generate(ids, max_new_tokens=12, do_sample=False)
-    press = make_press("jacap", 0.0)
-    with press(m): pressed = m.generate(ids, max_new_tokens=12, do_sample=False)
-    assert torch.equal(plain, pressed)
-    assert press.records == []
-
+# --- eviction == masking ----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_eviction_equals_masking(arch):
-    "Logits after physically evicting a fixed per-head kept set == full cache with the evicted tokens masked out."
-    m = tiny_model(arch)
+def test_eviction_equals_masking(arch, models):
+    "Logits after physically evicting a per-head kept set == the full cache with the evicted positions masked out."
+    m = models[arch]
     g = torch.Generator().manual_seed(1)
     n, q = 30, 5
     ids, nxt = torch.randint(3, 128, (1, n), generator=g), torch.randint(3, 128, (1, q), generator=g)
-    full = _prefill(m, ids)
+    kw = cache_kwarg(m)
+    full = DynamicCache()
+    with torch.no_grad(): m(input_ids=ids, **{kw: full})
     ev = copy.deepcopy(full)
-    kept = torch.stack([torch.randperm(n, generator=g)[:12].sort().values for _ in range(2)])[None]  # (1, Hkv=2, 12)
+    kept = torch.stack([torch.randperm(n, generator=g)[:12].sort().values for _ in range(2)])[None]   # (1, Hkv=2, 12)
+    assert not torch.equal(kept[0, 0], kept[0, 1])                  # the two KV heads keep different positions
     for i, layer in enumerate(ev.layers):
         ev.layers[i] = CompressedLayer.from_layer(layer); ev.layers[i].evict(kept)
-    assert ev.get_seq_length() == n and _physical_lengths(ev) == [12, 12]
-    assert cache_bytes(ev) * 30 == cache_bytes(full) * 12
-    # all q new tokens at once (checks causality among them), then one more token
-    mask = torch.zeros(1, 4, q, n + q, dtype=torch.bool)
+    assert ev.get_seq_length() == n and physical(ev) == [12, 12]
+    assert cache_bytes(ev) * n == cache_bytes(full) * 12
+    mask = torch.zeros(1, 4, q, n + q, dtype=torch.bool)           # query head h reads KV head h // 2 (GQA group 2)
     for h in range(4): mask[0, h, :, kept[0, h // 2]] = True
     mask[..., n:] = torch.tril(torch.ones(q, q, dtype=torch.bool))
     with torch.no_grad():
-        ref = m(input_ids=nxt, attention_mask=mask, position_ids=torch.arange(n, n + q)[None], use_cache=True,
-                **{cache_kwarg(m): full}).logits
+        # q new tokens at once (causality among them), then one more token
+        ref = m(input_ids=nxt, attention_mask=mask, position_ids=torch.arange(n, n + q)[None], **{kw: full}).logits
         out = m(input_ids=nxt, attention_mask=torch.ones(1, n + q, dtype=torch.long),
-                position_ids=torch.arange(n, n + q)[None], use_cache=True, **{cache_kwarg(m): ev}).logits
+                position_ids=torch.arange(n, n + q)[None], **{kw: ev}).logits
         torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
         one = torch.tensor([[7]])
         mask1 = torch.cat([mask[:, :, -1:], torch.ones(1, 4, 1, 1, dtype=torch.bool)], -1)
-        ref1 = m(input_ids=one, attention_mask=mask1, position_ids=torch.tensor([[n + q]]), use_cache=True, **{cache_kwarg(m): full}).logits
-        out1 = _forward(m, one, torch.ones(1, n + q + 1, dtype=torch.long), ev)
-        torch.testing.assert_close(out1, ref1[:, -1], atol=1e-5, rtol=1e-5)
-    # sanity: the test can fail -- the unmasked full cache gives different logits
-    assert (out1 - m(input_ids=one, use_cache=False).logits[:, -1]).abs().max() > 1e-3
+        ref1 = m(input_ids=one, attention_mask=mask1, position_ids=torch.tensor([[n + q]]), **{kw: full}).logits
+        out1 = m(input_ids=one, attention_mask=torch.ones(1, n + q + 1, dtype=torch.long),
+                 position_ids=torch.tensor([[n + q]]), **{kw: ev}).logits
+        torch.testing.assert_close(out1, ref1, atol=1e-5, rtol=1e-5)
+        # the comparison can fail: without the mask the full cache gives other logits
+        unmasked = m(input_ids=one, position_ids=torch.tensor([[n + q]]), **{kw: copy.deepcopy(full)}).logits
+    assert (out1 - unmasked).abs().max() > 1e-3
 
 
-# --- budgets, high-water mark, memory ----------------------------------------------------------------------------
+# --- ratio 0 --------------------------------------------------------------------------------------------------------
 
-def test_prefill_budget_and_high_water_mark():
-    m = tiny_model("llama")
-    ids = torch.randint(3, 128, (1, 60), generator=torch.Generator().manual_seed(2))
-    press = make_press("jacap", 0.5, max_cache_tokens=40, interval=8, window=4)
-    seen = []
-    hd = m.register_forward_hook(lambda mod, a, out: seen.append(_physical_lengths(out.past_key_values if getattr(out, "cache", None) is None else out.cache)))
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("padded", [False, True], ids=["one-row", "left-padded-batch"])
+def test_ratio_zero_is_token_identical_to_generate(arch, padded, models):
+    m = models[arch]
+    ids = rand_ids(40, seed=0, b=2 if padded else 1)
+    am = torch.ones_like(ids)
+    if padded: ids[1, :13], am[1, :13] = 0, 0
+    kw = dict(attention_mask=am, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    plain = m.generate(ids, **kw)
+    press = make_press("jacap", 0.0)
+    with press(m) as run: pressed = m.generate(ids, **kw)
+    assert torch.equal(plain, pressed)
+    assert run.records == [] and run.fallbacks == 0
+    assert _no_hooks(m)
+
+
+# --- replay == hooked prefill -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])        # llama: 07_presses (every scorer, both variants)
+@pytest.mark.parametrize("shared", [False, True], ids=["EvictionPress", "SharedKeep"])
+@pytest.mark.parametrize("name", NAMES)
+def test_replay_equals_hooked_prefill(name, shared, arch, models):
+    "compress_layers on a captured prefill keeps exactly the tokens (and the same key/value tensors) of a hooked prefill."
+    m = models[arch]
+    ids = rand_ids(67, seed=11)
+    press = make_press(name, 0.6, window=3, head_reduce="layer" if shared else "group")
+    assert type(press).__name__ == ("SharedKeep" if shared else "EvictionPress")
+    replay, rrun = compress_layers(press, m, capture_prefill(m, ids))
+    hooked = DynamicCache()
+    with press(m) as run, torch.no_grad(): m.model(input_ids=ids, **{cache_kwarg(m): hooked})
+    assert sorted(rrun.kept_indices) == sorted(run.kept_indices) == [0, 1]
+    for l in run.kept_indices: assert torch.equal(rrun.kept_indices[l], run.kept_indices[l]), l
+    for a, b in zip(replay.layers, hooked.layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+    assert replay.get_seq_length() == hooked.get_seq_length() == 67 and physical(replay) == [26, 26]   # int(67 * 0.4)
+    if shared: assert all(torch.equal(k[0, 0], k[0, 1]) for k in run.kept_indices.values())
+    assert rrun.fallbacks == run.fallbacks == 0
+
+
+def test_replay_refuses_a_prefill_of_another_model(models):
+    pre = capture_prefill(models["llama"], rand_ids(20))
+    pre.layers = pre.layers[:1]
+    with pytest.raises(ValueError, match="the prefill holds 1 layers; the model has 2"):
+        compress_layers(make_press("knorm", 0.5), models["llama"], pre)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_one_press_serves_two_runs(name, models):
+    "A press is configuration only: applying it twice gives the same kept sets, and the press object is unchanged."
+    m = models["llama"]
+    press = make_press(name, 0.5, max_cache_tokens=34, interval=4)
+    before = copy.deepcopy(press)
+    runs = []
+    for _ in range(2):
+        with press(m) as run: m.generate(rand_ids(50, seed=3), max_new_tokens=14, do_sample=False)
+        runs.append(run)
+    a, b = runs
+    assert a is not b and len(a.records) == len(b.records) > 2
+    assert all(torch.equal(a.kept_indices[l], b.kept_indices[l]) for l in a.kept_indices)
+    assert press == before
+
+
+# --- budgets, high-water mark, records --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_prefill_budget_and_high_water_mark(name, models):
+    """Prefill keeps exactly int(n (1 - c)); while decoding no layer ever holds more than max_cache_tokens, and evictions
+    come every `interval` tokens (Algorithm 2), not at every token."""
+    m = models["llama"]
+    ids = rand_ids(60, seed=2)
+    press = make_press(name, 0.5, max_cache_tokens=40, interval=8, window=4)
+    assert press.decoding == (40, 32)
+    seen, kw = [], cache_kwarg(m)
+    def after(mod, args, kwargs, out): seen.append(physical(kwargs[kw]))
+    hd = m.model.register_forward_hook(after, with_kwargs=True)
     try:
-        with press(m): out = m.generate(ids, max_new_tokens=40, do_sample=False)
+        with press(m) as run: out = m.generate(ids, max_new_tokens=40, do_sample=False)
     finally: hd.remove()
-    assert seen[0] == [30, 30]                          # exactly int(60 * 0.5) after the prefill
-    assert max(max(s) for s in seen) <= 40              # never above the high-water mark
-    dec = [r for r in press.records if r["phase"] == "decode"]
+    assert seen[0] == [30, 30]                                      # exactly int(60 * 0.5) after the prefill
+    assert max(max(s) for s in seen) <= 40                          # never above the high-water mark
+    dec = [r for r in run.records if r["phase"] == "decode"]
     assert dec and all(r["before"] == 40 and r["after"] == 32 for r in dec)
     steps = sorted({r["step"] for r in dec})
-    assert all(b - a == 8 for a, b in zip(steps, steps[1:]))   # every `interval` steps, not every token
-    assert out.shape[1] == 100
-    assert all(r["bytes_after"] < r["bytes_before"] for r in press.records)
+    assert len(steps) >= 3 and all(b - a == 8 for a, b in zip(steps, steps[1:]))
+    assert out.shape[1] == 100 and run.fallbacks == 0
+    assert all(r["bytes_after"] < r["bytes_before"] for r in run.records)
 
 
-def test_positions_stay_logical():
-    m = tiny_model("llama")
-    ids = torch.randint(3, 128, (1, 50), generator=torch.Generator().manual_seed(3))
-    press = make_press("knorm", 0.6)
-    cache = DynamicCache()
-    with press(m), torch.no_grad(): _forward(m, ids, torch.ones_like(ids), cache)
-    assert cache.get_seq_length() == 50 and _physical_lengths(cache) == [20, 20]
-    kept = press.kept_indices[0]
-    assert kept.shape == (1, 2, 20) and kept.max() < 50 and (kept[..., :4] == torch.arange(4)).all()  # sinks kept
-    assert torch.equal(cache.layers[0].positions, kept)
+@pytest.mark.parametrize("name,stats", [("capkv", True), ("knorm", False)])
+def test_eviction_records(name, stats, models):
+    m = models["qwen2"]
+    with make_press(name, 0.5)(m) as run: m.generate(rand_ids(40, seed=4), max_new_tokens=2, do_sample=False)
+    assert [(r["layer"], r["phase"], r["before"], r["after"]) for r in run.records] == [(0, "prefill", 40, 20), (1, "prefill", 40, 20)]
+    for r in run.records:
+        assert r["seconds"] > 0 and r["logical"] == 40 and not r["fallback"]
+        assert 0 <= r["age_p10"] <= r["age_p50"] <= r["age_p90"] <= 39
+        if stats: assert 0 < r["entropy"] <= torch.log(torch.tensor(40.)).item() + 1e-4
+        else: assert r["entropy"] is None                          # no query statistics, no attention entropy
+    assert run.eviction_seconds == pytest.approx(sum(r["seconds"] for r in run.records))
+    pytest.importorskip("pandas")
+    assert list(run.records_df()["after"]) == [20, 20]
 
 
-def test_records_and_dataframe():
-    m = tiny_model("qwen2")
-    ids = torch.randint(3, 128, (1, 40), generator=torch.Generator().manual_seed(4))
-    press = make_press("capkv", 0.5)
-    with press(m): m.generate(ids, max_new_tokens=2, do_sample=False)
-    assert len(press.records) == 2 and {r["layer"] for r in press.records} == {0, 1}
-    r = press.records[0]
-    assert r["before"] == 40 and r["after"] == 20 and r["seconds"] > 0 and 0 < r["entropy"] <= torch.log(torch.tensor(40.)).item() + 1e-4
-    assert r["age_p10"] <= r["age_p50"] <= r["age_p90"]
-    pd = pytest.importorskip("pandas")
-    assert list(press.records_df()["after"]) == [20, 20]
+# --- batches ---------------------------------------------------------------------------------------------------------
+
+def _until_eos(row, eos=2) -> list:
+    "Generated ids up to and including the first eos (a finished row of a batch is then padded)."
+    out = row.tolist()
+    return out[:out.index(eos) + 1] if eos in out else out
 
 
-@pytest.mark.parametrize("name", list(jc.SCORERS))
-def test_every_scorer_runs(name):
-    m = tiny_model("qwen3")
-    ids = torch.randint(3, 128, (1, 40), generator=torch.Generator().manual_seed(5))
-    press = make_press(name, 0.5)
-    with press(m): out = m.generate(ids, max_new_tokens=3, do_sample=False)
-    assert out.shape == (1, 43) and [r["after"] for r in press.records] == [20, 20] and press.fallbacks == 0
+@pytest.mark.parametrize("name", NAMES)
+def test_left_padded_batch_equals_each_row_alone(name, models):
+    "Prefill and decoding-time eviction on a left-padded batch: each row generates what it generates alone."
+    m = models["llama"]
+    a, b, ids, am = _padded_pair()
+    def go(x, mask):
+        press = make_press(name, 0.5, window=2, max_cache_tokens=36, interval=4)
+        with press(m) as run: return m.generate(x, attention_mask=mask, max_new_tokens=20, do_sample=False, pad_token_id=0), run
+    both, rb = go(ids, am)
+    alone_a, _ = go(a, torch.ones_like(a))
+    alone_b, ra = go(b, torch.ones_like(b))
+    assert _until_eos(both[0, 48:]) == _until_eos(alone_a[0, 48:]) and _until_eos(both[1, 48:]) == _until_eos(alone_b[0, 30:])
+    assert rb.records[0]["after"] == 24        # max(int(48 * .5), int(30 * .5)): row 1 fills 9 slots with masked padding
+    assert any(r["phase"] == "decode" for r in rb.records) and rb.fallbacks == 0
+    for l in rb.stats:                          # padding never feeds the statistics: row 1's equal the row's alone
+        torch.testing.assert_close(rb.stats[l].mean[1:], ra.stats[l].mean, rtol=1e-4, atol=1e-5)
 
 
-def _capture(model, ids):
-    "A full prefill of ids, captured per layer (hidden_states, keys, values, position_embeddings) as bench does."
-    got = {}
-    def hook(mod, args, kw, out):
-        lay = kw.get("past_key_values", kw.get("cache")).layers[mod.layer_idx]
-        got[mod.layer_idx] = dict(hidden_states=kw["hidden_states"], keys=lay.keys, values=lay.values,
-                                  position_embeddings=kw["position_embeddings"])
-    hs = [a.self_attn.register_forward_hook(hook, with_kwargs=True) for a in model.model.layers]
-    try:
-        with torch.no_grad(): model.model(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
-    finally:
-        for h in hs: h.remove()
-    return [got[i] for i in sorted(got)]
+def _padded_pair(n_a=48, n_b=30, seed=8):
+    g = torch.Generator().manual_seed(seed)
+    a, b = torch.randint(3, 120, (1, n_a), generator=g), torch.randint(3, 120, (1, n_b), generator=g)
+    ids = torch.cat([a, torch.cat([torch.zeros(1, n_a - n_b, dtype=torch.long), b], 1)])
+    am = torch.cat([torch.ones(1, n_a), torch.cat([torch.zeros(1, n_a - n_b), torch.ones(1, n_b)], 1)]).long()
+    return a, b, ids, am
 
 
-@pytest.mark.parametrize("name,reduce", [("jacap", "group"), ("jacap", "layer"), ("knorm", "layer"), ("snapkv", "group")])
-def test_compress_layers_equals_hooked_prefill(name, reduce):
-    "The public replay of a captured prefill keeps exactly what a prefill with the press hooked in keeps."
-    m = tiny_model("qwen2")
-    ids = torch.randint(3, 128, (1, 64), generator=torch.Generator().manual_seed(11))
-    press = make_press(name, 0.6, head_reduce=reduce, window=4)
-    cache, kept = jc.compress_layers(press, m, _capture(m, ids))
-    hooked = DynamicCache()
-    with press(m), torch.no_grad(): m.model(input_ids=ids, **{cache_kwarg(m): hooked})
-    assert kept.keys() == press.kept_indices.keys() and len(kept) == 2
-    assert all(torch.equal(kept[l], press.kept_indices[l]) for l in kept)
-    assert all(torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values) for a, b in zip(cache.layers, hooked.layers))
-    assert cache.get_seq_length() == 64 and _physical_lengths(cache) == [25, 25]
-    same = [torch.equal(k[0, 0], k[0, 1]) for k in kept.values()]
-    assert all(same) if reduce == "layer" else not all(same)
-    with pytest.raises(ValueError, match="one dict per attention layer"): jc.compress_layers(press, m, _capture(m, ids)[:1])
+@pytest.mark.xfail(strict=True, reason="library bug: in a left-padded batch, LayerView.row trims stats.recent to the row's "
+                   "number of real *slots* (30 here), while the same row alone is scored on all its recent queries (48): "
+                   "Jacap's decoding-time eviction keeps other tokens and the unpadded row generates other text")
+def test_padded_batch_decoding_eviction_jacap_tight_budget(models):
+    m = models["llama"]
+    a, b, ids, am = _padded_pair()
+    def go(x, mask):
+        with make_press("jacap", 0.5, window=2, max_cache_tokens=30, interval=4)(m):
+            return m.generate(x, attention_mask=mask, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    both, alone_a, alone_b = go(ids, am), go(a, torch.ones_like(a)), go(b, torch.ones_like(b))
+    assert _until_eos(both[0, 48:]) == _until_eos(alone_a[0, 48:])
+    assert _until_eos(both[1, 48:]) == _until_eos(alone_b[0, 30:])
 
 
-def test_head_reduce_normalises_heads():
-    "head_reduce='layer': a head with 100x larger scores does not outvote the other; negative scores go by rank."
-    s = torch.tensor([[[1., 2, 7], [300., 200, 100]]])
-    shared = jc.share_layer_scores(s)
-    assert torch.equal(shared[0, 0], shared[0, 1]) and shared[0, 0].argmax() == 2 and s.mean(1)[0].argmax() == 0
-    torch.testing.assert_close(shared[0, 0].sum(), torch.tensor(1.0))
-    r = jc.share_layer_scores(torch.tensor([[[-3., -1, -2], [-10., -30, -20]]]))
-    torch.testing.assert_close(r[0, 0], torch.tensor([0.5, 0.5, 0.5]))
-    with pytest.raises(ValueError, match="head_reduce must be one of 'group', 'layer'"): make_press("jacap", head_reduce="heads")
+@pytest.mark.xfail(strict=True, reason="library bug: for a padded row scored alone (LayerView.row), Jacap's decoding branch "
+                   "places the recent queries at next_position - W .. next_position - 1 with next_position = the row's count "
+                   "of real tokens, while key_positions are logical positions of the padded batch: the queries sit "
+                   "`padding` positions too early and the causal mask hides the newest keys from all of them")
+def test_jacap_decoding_queries_and_keys_share_a_frame(monkeypatch, models):
+    m = models["llama"]
+    _, _, ids, am = _padded_pair()
+    real, seen = scoring.jacap_context_scores, []
+    def spy(keys, values, queries, *a, **kw):
+        if queries.shape[-2] < 40: seen.append((int(kw["key_positions"].max()), int(kw["query_positions"].max())))
+        return real(keys, values, queries, *a, **kw)
+    monkeypatch.setattr(scoring, "jacap_context_scores", spy)
+    with make_press("jacap", 0.5, window=2, max_cache_tokens=30, interval=4)(m):
+        m.generate(ids, attention_mask=am, max_new_tokens=8, do_sample=False, pad_token_id=0)
+    assert seen
+    for kmax, qmax in seen: assert qmax == kmax         # the newest query is the newest token, which is also the newest key
 
 
-def test_jacap_press_defaults_to_auto_noise_var():
-    assert make_press("jacap").scorer_kwargs == {"noise_var": "auto"}
-    assert make_press("jacap", noise_var=2.0).scorer_kwargs == {"noise_var": 2.0}
-    assert EvictionPress("jacap", scorer_kwargs=dict(tau=3.0)).config()["scorer_kwargs"] == {"noise_var": "auto", "tau": 3.0}
-    assert make_press("capkv").scorer_kwargs == {}
-    import inspect
-    from jacap_nb.scoring import jacap_scores
-    assert inspect.signature(jacap_scores).parameters["noise_var"].default == 1.0   # the scorer keeps the paper's formula
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="library bug: make_press('snapkv', 0.5, max_cache_tokens=30) is "
+                   "accepted, then the first decoding-time eviction raises 'queries must hold at most N=30 window queries "
+                   "when causal=True; got W=32' mid-generation (unpadded inputs pass all 32 recent queries to snapkv_scores; "
+                   "only LayerView.row trims them); DecodingEviction does not check max_cache_tokens >= window_size")
+def test_snapkv_decoding_budget_below_its_window(models):
+    "SnapKV with a high-water mark below its query window (32) is either refused when built or runs."
+    m = models["llama"]
+    try: press = make_press("snapkv", 0.5, max_cache_tokens=30)
+    except ValueError as e:
+        assert "window_size" in str(e); return
+    with press(m): m.generate(rand_ids(48), max_new_tokens=12, do_sample=False)
 
 
-def test_hooks_removed_after_exception():
-    m = tiny_model("llama")
-    press = make_press("jacap", 0.5)
-    with pytest.raises(RuntimeError):
-        with press(m): raise RuntimeError("boom")
-    assert all(not a.self_attn._forward_hooks for a in m.model.layers) and not m.model._forward_pre_hooks
+@pytest.mark.parametrize("name", NAMES)
+def test_padding_is_never_kept_before_real_tokens(name, models):
+    m = models["llama"]
+    ids = rand_ids(40, seed=9, b=2)
+    am = torch.ones(2, 40, dtype=torch.long); am[1, :10] = 0
+    press = make_press(name, 0.0, max_cache_tokens=36, target_cache_tokens=20)
+    with press(m) as run: m.generate(ids, attention_mask=am, max_new_tokens=1, do_sample=False, pad_token_id=0)
+    kept = run.kept_indices[0]
+    assert kept.shape == (2, 2, 20) and (kept[1] >= 10).all()     # row 1 has 30 real tokens > 20: no padding slot kept
+    assert (kept[1, :, :4] == torch.arange(10, 14)).all()          # its sinks are its first real tokens, not the padding
 
 
-# --- fallback ------------------------------------------------------------------------------------------------------
-
-def test_fallback_to_sliding_window(monkeypatch):
-    press = EvictionPress("jacap", compression_ratio=0.5, n_sink=4)
-    def broken(*a, **k): raise torch.linalg.LinAlgError("not positive definite")
-    monkeypatch.setattr(jc, "_scorer_fn", lambda name: broken)
-    m = tiny_model("llama")
-    ids = torch.randint(3, 128, (1, 40), generator=torch.Generator().manual_seed(6))
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        with press(m): m.generate(ids, max_new_tokens=2, do_sample=False)
-    assert press.fallbacks == 2 and sum("falling back" in str(x.message) for x in w) == 1
-    assert torch.equal(press.kept_indices[0][0, 0], torch.cat([torch.arange(4), torch.arange(24, 40)]))
-
-
-def test_deadline_fallback():
-    m = tiny_model("llama")
-    ids = torch.randint(3, 128, (1, 40), generator=torch.Generator().manual_seed(7))
-    press = make_press("jacap", 0.5, deadline=1e-9)
-    with pytest.warns(UserWarning, match="deadline"):
-        with press(m): m.generate(ids, max_new_tokens=1, do_sample=False)
-    assert press.fallbacks == 2 and all(r["fallback"] for r in press.records)
-
-
-# --- batches -------------------------------------------------------------------------------------------------------
-
-def test_batch_with_left_padding_matches_single_rows():
-    m = tiny_model("llama")
-    g = torch.Generator().manual_seed(8)
-    a, b = torch.randint(3, 128, (1, 48), generator=g), torch.randint(3, 128, (1, 30), generator=g)
-    ids = torch.cat([a, torch.cat([torch.zeros(1, 18, dtype=torch.long), b], 1)])
-    am = torch.cat([torch.ones(1, 48), torch.cat([torch.zeros(1, 18), torch.ones(1, 30)], 1)]).long()
-    kw = dict(max_new_tokens=12, do_sample=False, pad_token_id=0)
-    def run(x, mask):
-        press = make_press("jacap", 0.5, window=2, max_cache_tokens=30, interval=4)
-        with press(m): return m.generate(x, attention_mask=mask, **kw), press
-    both, pb = run(ids, am)
-    alone_a, _ = run(a, torch.ones_like(a))
-    alone_b, pa = run(b, torch.ones_like(b))
-    assert torch.equal(both[0, 48:], alone_a[0, 48:]) and torch.equal(both[1, 48:], alone_b[0, 30:])
-    assert pb.records[0]["after"] == 24   # max(int(48*.5), int(30*.5)): row 1 fills 9 slots with (masked) padding
-    # padding never feeds the statistics: row 1's query statistics equal the row's alone (after the same decoding)
-    for l in pb.stats:
-        torch.testing.assert_close(pb.stats[l].mean[1:], pa.stats[l].mean, rtol=1e-4, atol=1e-5)
-
-
-def test_window_query_scorers_on_padded_rows_shorter_than_the_window():
-    "SnapKV-style scorers score each padded row with the recent queries of its own real tokens only."
-    m = tiny_model("llama")
+@pytest.mark.parametrize("name", ["jacap", "snapkv"])
+def test_rows_shorter_than_the_query_window(name, models):
+    """Scorers that read the recent queries score a padded row with its own real tokens only, even when it has fewer of
+    them than the window."""
+    m = models["llama"]
     g = torch.Generator().manual_seed(10)
-    a, b = torch.randint(3, 128, (1, 40), generator=g), torch.randint(3, 128, (1, 10), generator=g)
+    a, b = torch.randint(3, 120, (1, 40), generator=g), torch.randint(3, 120, (1, 10), generator=g)
     ids = torch.cat([a, torch.cat([torch.zeros(1, 30, dtype=torch.long), b], 1)])
     am = torch.cat([torch.ones(1, 40), torch.cat([torch.zeros(1, 30), torch.ones(1, 10)], 1)]).long()
-    for name in ("snapkv", "jacap_mix"):
-        press = make_press(name, 0.5, n_sink=2, snap_window=32)
-        with press(m): m.generate(ids, attention_mask=am, max_new_tokens=2, do_sample=False, pad_token_id=0)
-        assert press.fallbacks == 0 and press.records[0]["after"] == 20
+    with make_press(name, 0.5, n_sink=2)(m) as run:
+        m.generate(ids, attention_mask=am, max_new_tokens=2, do_sample=False, pad_token_id=0)
+    assert run.fallbacks == 0 and run.records[0]["after"] == 20
 
 
-def test_padding_is_never_kept_before_real_tokens():
-    m = tiny_model("llama")
-    g = torch.Generator().manual_seed(9)
-    ids = torch.randint(3, 128, (2, 40), generator=g)
-    am = torch.ones(2, 40, dtype=torch.long); am[1, :10] = 0
-    press = make_press("jacap", 0.0, max_cache_tokens=36, target_cache_tokens=20)
-    with press(m): m.generate(ids, attention_mask=am, max_new_tokens=1, do_sample=False, pad_token_id=0)
-    kept = press.kept_indices[0]
-    assert kept.shape == (2, 2, 20) and (kept[1] >= 10).all()   # row 1 has 30 real tokens > 20: no padding slot kept
+# --- fallback ----------------------------------------------------------------------------------------------------------
+
+def _broken_jacap(kind):
+    def f(*a, **k):
+        if kind == "linalg": raise torch.linalg.LinAlgError("linalg.cholesky: The factorization could not be completed")
+        return torch.full(a[0].shape[:-1], float("nan"))
+    return f
 
 
-# --- validation ------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["linalg", "nonfinite", "deadline"])
+def test_fallback_to_sliding_window(kind, monkeypatch, models):
+    """A failed scoring (factorisation error, non-finite scores, deadline) keeps sinks + the most recent tokens; the run
+    warns once and counts every fallback, at prefill and while decoding."""
+    m = models["llama"]
+    opts = dict(deadline=1e-12) if kind == "deadline" else {}
+    if kind != "deadline": monkeypatch.setattr(scoring, "jacap_context_scores", _broken_jacap(kind))
+    press = make_press("jacap", 0.5, max_cache_tokens=24, interval=4, **opts)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        with press(m) as run: m.generate(rand_ids(40, seed=6), max_new_tokens=8, do_sample=False)
+    msgs = [str(x.message) for x in w if "falling back to a sliding window" in str(x.message)]
+    assert len(msgs) == 1
+    assert {"linalg": "factorisation failed", "nonfinite": "non-finite", "deadline": "deadline"}[kind] in msgs[0]
+    assert run.fallbacks == len(run.records) > 2 and all(r["fallback"] for r in run.records)
+    assert any(r["phase"] == "decode" for r in run.records)
+    assert [r["after"] for r in run.records if r["phase"] == "prefill"] == [20, 20]
 
-@pytest.mark.parametrize("ratio", [1.0, 1.2, -0.1, True, "0.5"])
-def test_bad_ratio(ratio):
-    with pytest.raises(ValueError, match=r"compression_ratio must be in \[0, 1\)"): make_press("jacap", ratio)
+
+def test_fallback_keeps_what_streaming_keeps(monkeypatch, models):
+    "The fallback is StreamingLLM's selection: same kept positions as the `streaming` scorer."
+    m = models["llama"]
+    monkeypatch.setattr(scoring, "jacap_context_scores", _broken_jacap("linalg"))
+    ids = rand_ids(40, seed=6)
+    with pytest.warns(UserWarning, match="falling back"):
+        _, broken = compress_layers(make_press("jacap", 0.5), m, capture_prefill(m, ids))
+    _, stream = compress_layers(make_press("streaming", 0.5), m, capture_prefill(m, ids))
+    assert all(torch.equal(broken.kept_indices[l], stream.kept_indices[l]) for l in stream.kept_indices)
+    assert torch.equal(stream.kept_indices[0][0, 0], torch.cat([torch.arange(4), torch.arange(24, 40)]))
 
 
-def test_bad_configuration_errors():
-    with pytest.raises(ValueError, match="scorer must be one of"): make_press("nope")
-    with pytest.raises(ValueError, match="below the 12 protected tokens"): make_press("jacap", 0.5, n_sink=4, window=8, max_cache_tokens=12, target_cache_tokens=10)
-    with pytest.raises(ValueError, match="target_cache_tokens must be <"): make_press("jacap", 0.5, max_cache_tokens=10, target_cache_tokens=10)
-    with pytest.raises(ValueError, match="tau must be"): make_press("jacap", 0.5, tau=-1.0)
-    with pytest.raises(ValueError, match="invalid scorer_kwargs"): make_press("knorm", 0.5, tau=1.0)
-    with pytest.raises(ValueError, match="protect must be"): make_press("jacap", 0.5, protect=[(5, 2)])
+# --- hooks, refusals ----------------------------------------------------------------------------------------------------
+
+class _Raises(Scorer):
+    "A scorer that fails with an error the hook must not swallow."
+    name = "raises"
+    def __call__(self, view): raise RuntimeError("scorer exploded")
 
 
-def _count_attention_calls(model):
-    calls = []
-    hds = [l.self_attn.register_forward_pre_hook(lambda *a: calls.append(1)) for l in model.model.layers]
-    return calls, hds
+@pytest.mark.parametrize("where", ["with-body", "prefill-check", "scorer"])
+def test_hooks_removed_after_an_exception(where, models):
+    m = models["llama"]
+    ids = rand_ids(40, seed=12)
+    plain = m.generate(ids, max_new_tokens=4, do_sample=False)
+    press = {"with-body": make_press("jacap", 0.5), "prefill-check": make_press("jacap", 0.5, window=64),
+             "scorer": EvictionPress(_Raises(), 0.5)}[where]
+    err = {"with-body": "boom", "prefill-check": "window=64 is larger than the prompt", "scorer": "scorer exploded"}[where]
+    with pytest.raises((RuntimeError, ValueError), match=err):
+        with press(m):
+            if where == "with-body": raise RuntimeError("boom")
+            m.generate(ids, max_new_tokens=4, do_sample=False)
+    assert _no_hooks(m)
+    assert torch.equal(m.generate(ids, max_new_tokens=4, do_sample=False), plain)      # the model is as before
+    with make_press("knorm", 0.5)(m) as run: m.generate(ids, max_new_tokens=1, do_sample=False)
+    assert len(run.records) == 2                                                      # and takes a press again
 
 
 @pytest.mark.parametrize("kw,match", [(dict(window=64), "window=64 is larger than the prompt"),
-                                      (dict(n_sink=20, window=10), "below the 30 protected tokens")])
-def test_prompt_dependent_errors_before_any_layer(kw, match):
-    m = tiny_model("llama")
-    calls, hds = _count_attention_calls(m)
-    press = make_press("jacap", 0.5, **kw)
+                                      (dict(n_sink=20, window=10), "below the 30 protected tokens"),
+                                      (dict(protect=[(0, 25)]), "below the 29 protected tokens")])
+def test_prompt_dependent_errors_before_any_layer(kw, match, models):
+    m = models["llama"]
+    calls, hds = count_attention_calls(m)
     try:
         with pytest.raises(ValueError, match=match):
-            with press(m): m.generate(torch.randint(3, 128, (1, 40)), max_new_tokens=1, do_sample=False)
+            with make_press("jacap", 0.5, **kw)(m): m.generate(rand_ids(40), max_new_tokens=1, do_sample=False)
     finally:
         for h in hds: h.remove()
     assert calls == []
 
 
-def test_unsupported_models():
-    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64))
-    with pytest.raises(ValueError, match="LlamaAttention, MistralAttention, Qwen2Attention, Qwen3Attention"):
-        with make_press("jacap")(gpt2): pass
+@pytest.mark.parametrize("case,match", [
+    ("gpt2", "LlamaAttention, MistralAttention, Qwen2Attention, Qwen3Attention"),
+    ("mistral-sliding", r"sliding-window attention layers \[0, 1\] are not supported"),
+    ("qwen2-one-sliding-layer", r"sliding-window attention layers \[1\] are not supported")])
+def test_unsupported_models_are_refused(case, match):
+    model = {"gpt2": lambda: GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64)),
+             "mistral-sliding": lambda: tiny_model("mistral", sliding_window=16),
+             "qwen2-one-sliding-layer": lambda: tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)}[case]()
+    with pytest.raises(ValueError, match=match):
+        with make_press("jacap", 0.5)(model): pass
+    assert getattr(model, "_jacap_nb_run", None) is None
+
+
+@pytest.mark.xfail(strict=True, reason="library bug: compress_layers (the bench's replay) compresses sliding-window models "
+                                       "that apply_press refuses, so the harness scores a configuration the hooked press forbids")
+@pytest.mark.parametrize("case", ["mistral-sliding", "qwen2-one-sliding-layer"])
+def test_replay_refuses_sliding_window_models(case):
+    model = tiny_model("mistral", sliding_window=16) if case == "mistral-sliding" else \
+        tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)
+    pre = capture_prefill(model, rand_ids(40))
     with pytest.raises(ValueError, match="sliding-window"):
-        with make_press("jacap")(tiny_model("mistral", sliding_window=16)): pass
+        compress_layers(make_press("knorm", 0.5), model, pre)
 
 
-# --- SmolLM2 ----------------------------------------------------------------------------------------------------------
-
-_passkey = passkey_prompt          # the demo's prompt: instruction + pydoc prose + the passkey sentence at `depth`
-
-
-def test_smollm2_ratio_zero_and_shared_prefill(smollm2):
-    m, tok = smollm2
-    ctx = _passkey(tok, 200, "48213", 0.5)
-    full = generate(m, tok, ctx, QUESTION, max_new_tokens=6)
-    assert generate(m, tok, ctx, QUESTION, press=make_press("jacap", 0.0), max_new_tokens=6) == full
-    press = make_press("jacap", 0.5)
-    c = compress_context(m, tok, ctx, press=press)
-    assert set(_physical_lengths(c.cache)) == {c.logical_length // 2} and c.cache.get_seq_length() == c.logical_length
-    before = c.nbytes
-    a1, a2 = answer(m, tok, c, QUESTION, max_new_tokens=6), answer(m, tok, c, QUESTION, max_new_tokens=6)
-    assert a1 == a2 and c.nbytes == before    # the compressed cache is reused, not modified
-
-
-@pytest.mark.slow
-def test_smollm2_batch_matches_single(smollm2):
-    m, tok = smollm2
-    ctxs = [_passkey(tok, 500, "60494", 0.2, seed=0), _passkey(tok, 300, "27611", 0.6, seed=1)]
-    press = make_press("jacap", 0.5)
-    both = generate(m, tok, ctxs, [QUESTION] * 2, press=press, max_new_tokens=8)
-    alone = [generate(m, tok, c, QUESTION, press=press, max_new_tokens=8) for c in ctxs]
-    assert both == alone
-
-
-@pytest.mark.slow
-def test_smollm2_passkey_capkv_half(smollm2):
-    "The machinery keeps a passkey under compression: CapKV at 0.5 on five 1K-token prompts (measured 4/5)."
-    m, tok = smollm2
-    cases = [(str(random.Random(i).randrange(10000, 99999)), d, i) for i, d in enumerate([0.1, 0.3, 0.5, 0.7, 0.9])]
-    ok = sum(k in generate(m, tok, _passkey(tok, 1000, k, d, seed=i), QUESTION, press=make_press("capkv", 0.5), max_new_tokens=7)
-             for k, d, i in cases)
-    assert ok >= 3
+def test_press_needs_a_2d_mask(models):
+    m = models["llama"]
+    ids = rand_ids(10)
+    with pytest.raises(ValueError, match="2-D attention_mask"):
+        with make_press("knorm", 0.5)(m): m.model(input_ids=ids, attention_mask=torch.ones(1, 1, 10, 10, dtype=torch.bool))
+    assert _no_hooks(m)

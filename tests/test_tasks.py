@@ -1,9 +1,10 @@
-"Fast tests of jacap_nb.tasks: determinism, needle placement, answers present, metrics."
+"""jacap_nb.tasks as grids: determinism, needle placement, answers present, the multi-question contexts, errors.
+11_tasks checks one example of each generator, the scoring functions, token_fidelity and the Wilson interval."""
 import math, random
 import pytest, torch
-from jacap_nb.tasks import (passkey_examples, multikey_examples, document_examples, streaming_examples, haystack,
-                            passkey_correct, number_complete, token_fidelity, wilson_interval, get_task, source_text,
-                            MULTIKEY_FACT, approx_tokens)
+from jacap_nb.tasks import (passkey_examples, multikey_examples, multiquestion_examples, document_examples, streaming_examples,
+                            haystack, passkey_correct, number_complete, wilson_interval, get_task, source_text,
+                            MULTIKEY_FACT, MULTIQ_FACTS, approx_tokens)
 
 def char_count(text): return len(text)
 
@@ -37,15 +38,20 @@ def test_needle_depth_prose(depth):
         assert abs(e.meta["measured_depth"] - _actual_depth(e)) < 0.01
         assert abs(_actual_depth(e) - depth) < 0.15, (depth, _actual_depth(e))
 
-def test_haystack_edges_and_errors():
-    ctx, d = haystack(200, 0.0, "NEEDLE.", "repetitive")
-    assert ctx.startswith("NEEDLE.") and d == 0.0
-    ctx, d = haystack(200, 1.0, "NEEDLE.", "repetitive")
-    assert ctx.endswith("NEEDLE.") and d == 1.0
-    with pytest.raises(ValueError, match="depth must be in"): haystack(200, -0.1, "x")
-    with pytest.raises(ValueError, match="source must be one of"): source_text("nope")
-    with pytest.raises(ValueError, match="lengths must be"): passkey_examples(lengths=[])
-    with pytest.raises(ValueError, match="needle must contain"): passkey_examples(needle="no key here")
+@pytest.mark.parametrize("fn,match", [
+    (lambda: haystack(200, -0.1, "x"), r"depth must be in \[0, 1\]"),
+    (lambda: source_text("nope"), "source must be one of"),
+    (lambda: passkey_examples(lengths=[]), "lengths must be a non-empty list"),
+    (lambda: passkey_examples(lengths=[8]), "ints >= 16"),
+    (lambda: passkey_examples(depths=[]), "depths must be a non-empty list"),
+    (lambda: passkey_examples(n=0), "n must be an int >= 1"),
+    (lambda: passkey_examples(needle="no key here"), "needle must contain"),
+    (lambda: multiquestion_examples(n_facts=len(MULTIQ_FACTS) + 1), f"n_facts must be <= {len(MULTIQ_FACTS)}"),
+    (lambda: multiquestion_examples(n_facts=0), "n_facts must be an int >= 1"),
+    (lambda: document_examples(source="repetitive"), "real text"),
+    (lambda: get_task("longbench"), "valid tasks")])
+def test_generator_errors(fn, match):
+    with pytest.raises(ValueError, match=match): fn()
 
 def test_multikey_facts():
     exs = multikey_examples(lengths=[800], n_keys=7, n=4, seed=1)
@@ -61,18 +67,28 @@ def test_documents_lengths():
     assert streaming_examples(n=1)[0].task == "streaming"
     with pytest.raises(ValueError, match="real text"): document_examples(source="repetitive")
 
-def test_scoring():
-    assert passkey_correct("71432.", "71432") and passkey_correct("The pass key is 71432", "71432")
-    assert not passkey_correct("1616 and 71432", "71432") and not passkey_correct("no digits", "71432")
-    assert [number_complete(t) for t in ("7", "71432", "71432.")] == [False, False, True]
-    assert get_task("passkey").score is passkey_correct
-    lo, hi = wilson_interval(19, 20)
-    assert abs(lo - 0.7639) < 1e-3 and abs(hi - 0.9911) < 1e-3
-    assert wilson_interval(0, 0) == (0.0, 1.0)
-
-def test_token_fidelity():
-    a, b = torch.randn(5, 9), torch.randn(5, 9)
-    f = token_fidelity(a, a, torch.zeros(5, dtype=torch.long))
-    assert abs(f["kl"]) < 1e-6 and f["top1"] == 1.0 and f["ppl_full"] == f["ppl_comp"]
-    p, q = a.softmax(-1), b.softmax(-1)
-    assert abs(token_fidelity(a, b)["kl"] - float((p * (p / q).log()).sum(-1).mean())) < 1e-5
+@pytest.mark.parametrize("filler", ["britannica", "pydoc", "repetitive"])
+@pytest.mark.parametrize("n_facts", [1, 3, 4])
+@pytest.mark.parametrize("length", [256, 1024])
+def test_multiquestion_contexts(filler, n_facts, length):
+    "n_facts questions share one context (same text, same context_id); every answer is stated in it; deterministic."
+    exs = multiquestion_examples(lengths=[length], n=2, filler=filler, n_facts=n_facts, seed=5, count_tokens=len)
+    assert len(exs) == 2 * n_facts and len({e.uid for e in exs}) == len(exs)
+    groups = {}
+    for e in exs: groups.setdefault(e.meta["context_id"], []).append(e)
+    assert len(groups) == 2
+    for cid, g in groups.items():
+        assert len(g) == n_facts and len({e.context for e in g}) == 1 and len({e.question for e in g}) == n_facts
+        assert [e.meta["question_index"] for e in g] == list(range(n_facts))
+        for e in g:
+            assert e.task == "multiquestion" and e.uid.startswith(cid)
+            name = next(n for n, _ in MULTIQ_FACTS if n in e.question)
+            assert e.answer_prefix == f"The {name} is " and e.answer.isdigit() and len(e.answer) == 5
+            tpl = dict(MULTIQ_FACTS)[name]
+            assert tpl.format(v=e.answer) in e.context and e.context.count(e.answer) >= 2
+            assert get_task("multiquestion").score(f"{e.answer}.", e.answer)
+        assert len({next(n for n, _ in MULTIQ_FACTS if n in e.question) for e in g}) == n_facts   # different kinds of fact
+    again = multiquestion_examples(lengths=[length], n=2, filler=filler, n_facts=n_facts, seed=5, count_tokens=len)
+    assert [e.to_dict() for e in again] == [e.to_dict() for e in exs]
+    other = multiquestion_examples(lengths=[length], n=2, filler=filler, n_facts=n_facts, seed=6, count_tokens=len)
+    assert [e.answer for e in other] != [e.answer for e in exs]

@@ -1,4 +1,6 @@
-"Fast tests of jacap_nb.theory: closed forms against autograd and independent float64 implementations."
+"""jacap_nb.theory: closed forms against autograd and independent float64 implementations, as grids over shapes and
+noise. 00_theory checks the softmax Jacobian, one shape of the attention Jacobian and its GQA broadcast, the
+eigenvalue example, the determinant lemma and the "auto" scale invariance; not repeated here."""
 import math
 import pytest
 import torch
@@ -25,18 +27,6 @@ def _reference_capacity(J, cov, sigma2):
     return 0.5 * (torch.linalg.slogdet(J @ cov @ J.mT + sigma2 * torch.eye(m, dtype=f64)).logabsdet - m * math.log(sigma2))
 
 
-def test_softmax_jacobian_matches_autograd_and_properties():
-    z = _rand(4, 9, seed=1)
-    alpha = torch.softmax(z, -1)
-    S = softmax_jacobian(alpha)
-    ref = torch.stack([torch.autograd.functional.jacobian(lambda t: torch.softmax(t, -1), zi) for zi in z])
-    assert (S - ref).abs().max() < 1e-12
-    assert torch.equal(S, S.mT)
-    assert torch.linalg.eigvalsh(S).min() > -1e-14
-    assert (S.sum(-1)).abs().max() < 1e-15
-    torch.testing.assert_close(softmax_jacobian(torch.tensor([0.5, 0.5], dtype=f64)), torch.tensor([[0.25, -0.25], [-0.25, 0.25]], dtype=f64))
-
-
 @pytest.mark.parametrize("n,d,d_v", [(1, 3, 2), (13, 8, 5), (40, 16, 16)])
 def test_attention_jacobian_matches_autograd(n, d, d_v):
     keys, values, q = _rand(n, d, seed=2, scale=1.5), _rand(n, d_v, seed=3), _rand(d, seed=4)
@@ -47,125 +37,89 @@ def test_attention_jacobian_matches_autograd(n, d, d_v):
     assert (J - ref).abs().max() < 1e-10
 
 
-def test_attention_jacobian_broadcasts_gqa_layout():
-    keys, values, q = _rand(2, 3, 1, 11, 6, seed=5), _rand(2, 3, 1, 11, 4, seed=6), _rand(2, 3, 5, 6, seed=7)
-    J = attention_jacobian(keys, values, q)
-    assert J.shape == (2, 3, 5, 4, 6)
-    torch.testing.assert_close(J[1, 2, 4], attention_jacobian(keys[1, 2, 0], values[1, 2, 0], q[1, 2, 4]), rtol=0, atol=1e-13)
-
-
-def test_jacobian_capacity_matches_independent_implementation():
-    n, d, d_v = 20, 8, 5
+@pytest.mark.parametrize("sigma2", [1e-3, 0.3, 4.0])
+@pytest.mark.parametrize("n,d,d_v", [(20, 8, 5), (3, 6, 6), (50, 4, 9)])
+def test_jacobian_capacity_matches_independent_implementation(sigma2, n, d, d_v):
     keys, values, mu = _rand(n, d, seed=8, scale=2.0), _rand(n, d_v, seed=9), _rand(d, seed=10)
     cov = _spd(d, seed=11)
     f = lambda t: values.mT @ torch.softmax(keys @ t / math.sqrt(d), -1)
     J_ref = torch.autograd.functional.jacobian(f, mu)            # independent Jacobian too
-    for sigma2 in [1e-3, 0.3, 4.0]:
-        got = jacobian_capacity(keys, values, mu, cov, noise_var=sigma2)
-        assert got.dtype == f64
-        assert abs(got.item() - _reference_capacity(J_ref, cov, sigma2).item()) < 1e-10
+    got = jacobian_capacity(keys, values, mu, cov, noise_var=sigma2)
+    assert got.dtype == f64
+    assert abs(got.item() - _reference_capacity(J_ref, cov, sigma2).item()) < 1e-10
 
 
-def test_capacity_diagonal_covariance_and_batching():
+def test_per_row_noise_variance_broadcasts():
+    "A tensor noise variance, one per (batch, head) row, broadcasts over the leading dims."
     keys, values, mu = _rand(2, 3, 15, 6, seed=12), _rand(2, 3, 15, 4, seed=13), _rand(2, 3, 6, seed=14)
     var = torch.rand(6, dtype=f64, generator=torch.Generator().manual_seed(0)) + 0.1
-    full = jacobian_capacity(keys, values, mu, torch.diag(var), 0.5)
-    diag = jacobian_capacity(keys, values, mu, var, 0.5)
-    assert full.shape == (2, 3)
-    torch.testing.assert_close(full, diag, rtol=0, atol=1e-13)
-    torch.testing.assert_close(diag[0, 1], jacobian_capacity(keys[0, 1], values[0, 1], mu[0, 1], var, 0.5), rtol=0, atol=1e-13)
-    # a per-batch noise variance tensor broadcasts over the leading dims
     nv = torch.tensor([[0.5, 1.0, 2.0]], dtype=f64)
     per = jacobian_capacity(keys, values, mu, var, nv)
-    torch.testing.assert_close(per[1, 2], jacobian_capacity(keys[1, 2], values[1, 2], mu[1, 2], var, 2.0), rtol=0, atol=1e-13)
+    for b in range(2):
+        for h in range(3):
+            torch.testing.assert_close(per[b, h], jacobian_capacity(keys[b, h], values[b, h], mu[b, h], var, float(nv[0, h])), rtol=0, atol=1e-13)
 
 
-def test_float32_inputs_give_float64_capacity():
-    keys, values, mu = _rand(10, 4, seed=15).float(), _rand(10, 3, seed=16).float(), _rand(4, seed=17).float()
-    got = jacobian_capacity(keys, values, mu, torch.ones(4))
-    assert got.dtype == f64 and torch.isfinite(got)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_low_precision_inputs_give_float64(dtype):
+    keys, values, mu = (_rand(10, 4, seed=15).to(dtype), _rand(10, 3, seed=16).to(dtype), _rand(4, seed=17).to(dtype))
+    w = torch.rand(10, dtype=dtype, generator=torch.Generator().manual_seed(4))
+    for got in (jacobian_capacity(keys, values, mu, torch.ones(4)), linear_capacity(keys, values, torch.ones(4)),
+                leverage_scores(w, values), diagonal_capacity(w, values), capacity_matrix(w, values),
+                sensitivity_weights(keys, mu, torch.ones(4))):
+        assert got.dtype == f64 and torch.isfinite(got).all()
+    assert auto_noise_var(w, values).dtype == (torch.float32 if dtype != torch.float64 else f64)
 
 
-def test_linear_capacity_matches_independent_implementation():
+@pytest.mark.parametrize("cov", ["full", "diagonal"])
+@pytest.mark.parametrize("noise_var", [0.7, "auto"])
+def test_linear_capacity_matches_independent_implementation(cov, noise_var):
     keys, values = _rand(12, 6, seed=18), _rand(12, 4, seed=19)
-    cov = _spd(6, seed=20)
-    got = linear_capacity(keys, values, cov, noise_var=0.7)
-    assert abs(got.item() - _reference_capacity(values.mT @ keys, cov, 0.7).item()) < 1e-10
+    c = _spd(6, seed=20) if cov == "full" else torch.diag(torch.rand(6, dtype=f64, generator=torch.Generator().manual_seed(5)) + 0.1)
+    J = values.mT @ keys
+    s2 = noise_var if noise_var != "auto" else float(torch.trace(J @ c @ J.mT)) / 4      # mean eigenvalue of J Lambda J^T
+    got = linear_capacity(keys, values, c if cov == "full" else c.diagonal(), noise_var=noise_var)
+    assert abs(got.item() - _reference_capacity(J, c, s2).item()) < 1e-10
 
 
-def test_gaussian_channel_capacity_eigenvalue_example():
-    conc = gaussian_channel_capacity(torch.diag(torch.tensor([10.0, 0.0], dtype=f64).sqrt()), torch.ones(2))
-    spread = gaussian_channel_capacity(torch.diag(torch.tensor([5.0, 5.0], dtype=f64).sqrt()), torch.ones(2))
-    assert abs(2 * conc.item() - math.log(11)) < 1e-12 and abs(2 * spread.item() - math.log(36)) < 1e-12
+@pytest.mark.parametrize("noise_var", [0.4, 3.0, "auto"])
+@pytest.mark.parametrize("n,m", [(9, 3), (2, 5), (40, 8)])
+def test_leverage_scores_match_explicit_inverse(noise_var, n, m):
+    w, U = torch.rand(n, dtype=f64, generator=torch.Generator().manual_seed(n)), _rand(n, m, seed=27)
+    s2 = float((w * U.square().sum(-1)).sum()) / m if noise_var == "auto" else noise_var
+    A = torch.eye(m, dtype=f64) + (U.mT * w / s2) @ U
+    ref = w / s2 * torch.einsum("ni,ij,nj->n", U, torch.linalg.inv(A), U)
+    torch.testing.assert_close(capacity_matrix(w, U, noise_var), A, rtol=0, atol=1e-12)
+    torch.testing.assert_close(leverage_scores(w, U, noise_var), ref, rtol=1e-10, atol=0)
+    assert abs(diagonal_capacity(w, U, noise_var).item() - 0.5 * torch.linalg.slogdet(A).logabsdet.item()) < 1e-12
 
 
-def test_auto_noise_makes_capacity_value_scale_invariant():
-    keys, values, mu = _rand(30, 6, seed=21), _rand(30, 4, seed=22), _rand(6, seed=23)
-    var = torch.full((6,), 0.5, dtype=f64)
-    a = jacobian_capacity(keys, values, mu, var, "auto")
-    b = jacobian_capacity(keys, 7.0 * values, mu, var, "auto")
-    assert abs(a.item() - b.item()) < 1e-12
-    assert abs(jacobian_capacity(keys, values, mu, var).item() - jacobian_capacity(keys, 7.0 * values, mu, var).item()) > 1e-3
-
-
-def test_auto_noise_var_formula_floor_and_broadcast():
-    w, v = torch.rand(2, 3, 7), torch.randn(3, 7, 5)
-    got = auto_noise_var(w, v)
-    assert got.shape == (2, 3) and got.dtype == torch.float32
-    torch.testing.assert_close(got, (w * v.square().sum(-1)).sum(-1) / 5)
-    assert auto_noise_var(torch.zeros(4), torch.randn(4, 3)).item() > 0
-    assert auto_noise_var(torch.rand(4, dtype=torch.bfloat16), torch.randn(4, 3, dtype=torch.bfloat16)).dtype == torch.float32
-    assert auto_noise_var(torch.rand(4, dtype=f64), torch.randn(4, 3, dtype=f64)).dtype == f64
-
-
-def test_determinant_lemma_and_ranking():
-    A, u = _spd(6, seed=24), _rand(6, seed=25)
-    direct = torch.linalg.slogdet(A + 0.7 * torch.outer(u, u)).logabsdet - torch.linalg.slogdet(A).logabsdet
-    assert abs(logdet_increment(A, u, 0.7).item() - direct.item()) < 1e-12
-    cands, w = _rand(100, 6, seed=26), torch.rand(100, dtype=f64, generator=torch.Generator().manual_seed(1)) * 3
-    lev = w * (cands * torch.linalg.solve(A, cands.mT).mT).sum(-1)
-    assert torch.equal(lev.argsort(), logdet_increment(A, cands, w).argsort())
-
-
-def test_leverage_scores_match_explicit_inverse_and_hand_example():
-    w, U = torch.rand(9, dtype=f64, generator=torch.Generator().manual_seed(2)), _rand(9, 3, seed=27)
-    A = torch.eye(3, dtype=f64) + (U.mT * w / 0.4) @ U
-    ref = w / 0.4 * torch.einsum("ni,ij,nj->n", U, torch.linalg.inv(A), U)
-    torch.testing.assert_close(capacity_matrix(w, U, 0.4), A, rtol=0, atol=1e-13)
-    torch.testing.assert_close(leverage_scores(w, U, 0.4), ref, rtol=1e-12, atol=0)
-    assert abs(diagonal_capacity(w, U, 0.4).item() - 0.5 * torch.linalg.slogdet(A).logabsdet.item()) < 1e-12
-    U2 = torch.tensor([[1.0, 0.0], [0.95, 0.05], [0.0, 1.0]], dtype=f64)
-    w2 = torch.tensor([1.0, 1.0, 0.7], dtype=f64)
-    assert sorted(leverage_scores(w2, U2).topk(2).indices.tolist()) == [0, 2]
-
-
-def test_leverage_auto_is_weight_scale_invariant():
-    w, U = torch.rand(50, dtype=f64, generator=torch.Generator().manual_seed(3)) * 1e-5, _rand(50, 8, seed=28)
-    torch.testing.assert_close(leverage_scores(1e4 * w, U, "auto"), leverage_scores(w, U, "auto"), rtol=1e-10, atol=0)
-
-
-def test_sensitivity_weights_formula():
+@pytest.mark.parametrize("tau", [0.5, 1.0, 3.0, 10.0])
+def test_sensitivity_weights_formula(tau):
     keys, mu, var = _rand(10, 4, seed=29), _rand(4, seed=30), torch.rand(4, dtype=f64) + 0.1
-    a = torch.softmax(keys @ mu / (3.0 * 2.0), -1)
+    a = torch.softmax(keys @ mu / (tau * 2.0), -1)
     ref = (a * (1 - a)) ** 2 * (keys.square() * var).sum(-1) / 4
-    torch.testing.assert_close(sensitivity_weights(keys, mu, var, tau=3.0), ref, rtol=1e-12, atol=0)
-    assert (sensitivity_weights(keys, mu, var) >= 0).all()
+    torch.testing.assert_close(sensitivity_weights(keys, mu, var, tau=tau), ref, rtol=1e-12, atol=0)
+    assert (sensitivity_weights(keys, mu, var, tau=tau) >= 0).all()
 
 
-def test_errors_name_the_argument():
-    keys, values, q = _rand(5, 4), _rand(5, 3), _rand(4)
-    with pytest.raises(ValueError, match="values"): attention_jacobian(keys, values[:4], q)
-    with pytest.raises(ValueError, match="q must"): attention_jacobian(keys, values, q[:3])
-    with pytest.raises(ValueError, match="keys"): attention_jacobian(keys[0], values, q)
-    with pytest.raises(ValueError, match="noise_var"): jacobian_capacity(keys, values, q, torch.ones(4), noise_var=0.0)
-    with pytest.raises(ValueError, match="noise_var"): jacobian_capacity(keys, values, q, torch.ones(4), noise_var=-1.0)
-    with pytest.raises(ValueError, match="noise_var"): linear_capacity(keys, values, torch.ones(4), noise_var="loud")
-    with pytest.raises(ValueError, match="q_cov"): jacobian_capacity(keys, values, q, torch.ones(3))
-    with pytest.raises(ValueError, match="q_mean"): jacobian_capacity(keys, values, q[:3], torch.ones(4))
-    with pytest.raises(ValueError, match="positive semi-definite"): jacobian_capacity(keys, values, q, -100 * torch.eye(4))
-    with pytest.raises(ValueError, match="weights"): auto_noise_var(torch.rand(4), torch.randn(5, 3))
-    with pytest.raises(ValueError, match="values"): auto_noise_var(torch.rand(5), torch.randn(5))
-    with pytest.raises(ValueError, match="weights"): leverage_scores(torch.rand(4, dtype=f64), _rand(5, 3))
-    with pytest.raises(ValueError, match="noise_var"): leverage_scores(torch.rand(5, dtype=f64), _rand(5, 3), 0)
-    with pytest.raises(ValueError, match="u must"): logdet_increment(torch.eye(3, dtype=f64), torch.ones(2, dtype=f64))
-    with pytest.raises(ValueError, match="alpha"): softmax_jacobian(torch.tensor(1.0))
+_K, _V, _Q = _rand(5, 4), _rand(5, 3), _rand(4)
+ERRORS = {   # the ones 00_theory does not check already
+    "keys 1-D": (lambda: attention_jacobian(_K[0], _V, _Q), "keys"),
+    "linear noise str": (lambda: linear_capacity(_K, _V, torch.ones(4), noise_var="loud"), "noise_var"),
+    "capacity noise < 0": (lambda: jacobian_capacity(_K, _V, _Q, torch.ones(4), noise_var=-1.0), "noise_var"),
+    "not PSD": (lambda: jacobian_capacity(_K, _V, _Q, -100 * torch.eye(4)), "positive semi-definite"),
+    "leverage weights N": (lambda: leverage_scores(torch.rand(4, dtype=f64), _rand(5, 3)), "weights"),
+    "leverage noise 0": (lambda: leverage_scores(torch.rand(5, dtype=f64), _rand(5, 3), 0), "noise_var"),
+    "leverage vectors 1-D": (lambda: leverage_scores(torch.rand(5, dtype=f64), _rand(5)), "vectors"),
+    "increment u": (lambda: logdet_increment(torch.eye(3, dtype=f64), torch.ones(2, dtype=f64)), "u must"),
+    "increment a": (lambda: logdet_increment(torch.ones(3, 2, dtype=f64), torch.ones(2, dtype=f64)), "a must be a square"),
+    "alpha scalar": (lambda: softmax_jacobian(torch.tensor(1.0)), "alpha"),
+    "sensitivity q_var": (lambda: sensitivity_weights(_K, _Q, torch.ones(3)), "q_var"),
+}
+
+
+@pytest.mark.parametrize("case", list(ERRORS))
+def test_errors_name_the_argument(case):
+    fn, match = ERRORS[case]
+    with pytest.raises(ValueError, match=match): fn()
