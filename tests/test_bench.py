@@ -143,9 +143,6 @@ def test_config_records_the_run_and_no_machine_path(tiny, tmp_path):
     for p in _machine_paths(tmp_path): assert p not in text, p
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: bench_cli records the whole command line in config.json, so an absolute "
-                   "--out (or any path argument) writes a path of the machine into it, contrary to 12_bench's 'No path of the "
-                   "machine it ran on is written'")
 def test_config_written_by_the_cli_has_no_machine_path(tiny, tmp_path, monkeypatch):
     monkeypatch.setattr("jacap_nb.models.load_smollm2", lambda *a, **k: tiny)
     out = tmp_path / "cli"

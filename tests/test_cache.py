@@ -206,9 +206,6 @@ def _padded_pair(n_a=48, n_b=30, seed=8):
     return a, b, ids, am
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: in a left-padded batch, LayerView.row trims stats.recent to the row's "
-                   "number of real *slots* (30 here), while the same row alone is scored on all its recent queries (48): "
-                   "Jacap's decoding-time eviction keeps other tokens and the unpadded row generates other text")
 def test_padded_batch_decoding_eviction_jacap_tight_budget(models):
     m = models["llama"]
     a, b, ids, am = _padded_pair()
@@ -220,10 +217,6 @@ def test_padded_batch_decoding_eviction_jacap_tight_budget(models):
     assert _until_eos(both[1, 48:]) == _until_eos(alone_b[0, 30:])
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: for a padded row scored alone (LayerView.row), Jacap's decoding branch "
-                   "places the recent queries at next_position - W .. next_position - 1 with next_position = the row's count "
-                   "of real tokens, while key_positions are logical positions of the padded batch: the queries sit "
-                   "`padding` positions too early and the causal mask hides the newest keys from all of them")
 def test_jacap_decoding_queries_and_keys_share_a_frame(monkeypatch, models):
     m = models["llama"]
     _, _, ids, am = _padded_pair()
@@ -238,10 +231,6 @@ def test_jacap_decoding_queries_and_keys_share_a_frame(monkeypatch, models):
     for kmax, qmax in seen: assert qmax == kmax         # the newest query is the newest token, which is also the newest key
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="library bug: make_press('snapkv', 0.5, max_cache_tokens=30) is "
-                   "accepted, then the first decoding-time eviction raises 'queries must hold at most N=30 window queries "
-                   "when causal=True; got W=32' mid-generation (unpadded inputs pass all 32 recent queries to snapkv_scores; "
-                   "only LayerView.row trims them); DecodingEviction does not check max_cache_tokens >= window_size")
 def test_snapkv_decoding_budget_below_its_window(models):
     "SnapKV with a high-water mark below its query window (32) is either refused when built or runs."
     m = models["llama"]
@@ -370,8 +359,6 @@ def test_unsupported_models_are_refused(case, match):
     assert getattr(model, "_jacap_nb_run", None) is None
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: compress_layers (the bench's replay) compresses sliding-window models "
-                                       "that apply_press refuses, so the harness scores a configuration the hooked press forbids")
 @pytest.mark.parametrize("case", ["mistral-sliding", "qwen2-one-sliding-layer"])
 def test_replay_refuses_sliding_window_models(case):
     model = tiny_model("mistral", sliding_window=16) if case == "mistral-sliding" else \

@@ -114,10 +114,6 @@ def test_replay_equals_the_press_hook_in_the_pipeline(name, ratio, tiny, tok, ex
     assert [l.keys.shape[2] for l in replay.layers] == [int(pre.n_tokens * (1 - ratio))] * 2
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: kvpress_replay scores every ScorerPress and keeps compute_n_kept(N, ratio) "
-                   "per layer itself, bypassing a subclass's own compress(): PyramidKVPress's per-layer budgets (237, 231, "
-                   "225, ... of 301 tokens at 0.5 on SmolLM2) become a uniform 150, and needs_pipeline() says such a press "
-                   "can be replayed, so `kvpress:PyramidKV` in run_bench silently measures SnapKV")
 def test_replay_keeps_pyramidkv_budgets():
     model, tok = load_smollm2()
     ex = passkey_examples(lengths=[256], depths=[0.5], n=1, filler="pydoc", count_tokens=token_counter(tok))[0]

@@ -165,27 +165,19 @@ def test_cli_bad_options_exit_2_without_loading_the_model(case, monkeypatch, tmp
     assert not (tmp_path / "out").exists()                   # nothing written either
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: run_bench generates the task's examples (which checks lengths, depths, n, "
-                   "filler) only after load_smollm2(), because it counts tokens with the model's tokenizer; `jacap-nb bench` "
-                   "loads the model (and creates --out) before rejecting these values")
 @pytest.mark.parametrize("opt", [["--lengths", "5"], ["--depths", "2"], ["--n", "0"], ["--filler", "wiki"]], ids=lambda o: " ".join(o))
 def test_cli_bench_task_values_checked_before_loading(opt, monkeypatch, tmp_path):
     monkeypatch.setattr("jacap_nb.models.load_smollm2", _no_load)
     assert _exit_code(["bench", "passkey", "--methods", "full", *opt, "--out", str(tmp_path / "out")]) == 2
 
 
-@pytest.mark.xfail(strict=True, reason="library bug: demo's option check builds the presses but never asks them for a prompt "
-                   "of `tokens` tokens (prefill_keep), so a window or sink count that no ~1024-token prompt can hold is "
-                   "found only after SmolLM2 is loaded, contrary to 'Every option is checked before the model is loaded'")
 @pytest.mark.parametrize("opt", ["window=5000", "n_sink=2000"])
 def test_cli_demo_prompt_budget_checked_before_loading(opt, monkeypatch):
     monkeypatch.setattr("jacap_nb.models.load_smollm2", _no_load)
     assert _exit_code(["demo", "--option", opt]) == 2
 
 
-@pytest.mark.parametrize("command", ["demo", "bench", pytest.param("speed", marks=pytest.mark.xfail(strict=True, reason=
-    "library bug: jacap_nb.cli.COMMANDS advertises `speed` (module jacap_nb.speed, listed in `jacap-nb --help`) but the "
-    "package has no such module: `jacap-nb speed` raises ModuleNotFoundError"))])
+@pytest.mark.parametrize("command", ["demo", "bench", "speed"])
 def test_every_cli_command_ships_with_the_package(command):
     """Each sub-command's module is a file of the imported jacap_nb package (checked on disk: an editable install of
     another checkout must not supply a missing module) and answers --help."""

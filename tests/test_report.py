@@ -110,9 +110,7 @@ ROUND_TRIP = [
     pytest.param(dict(prediction="12345.\nThe pass key", answer="12345"), id="newline"),
     pytest.param(dict(prediction="True", answer="False"), id="looks like a bool"),
     pytest.param(dict(prediction="", answer="12345"), id="empty prediction"),
-    pytest.param(dict(prediction="12345.\r\nNext", answer="12345"), id="carriage return", marks=pytest.mark.xfail(strict=True,
-        reason="library bug: report._read_rows_csv opens rows.csv without newline='' (the csv module requires it), so a "
-               "quoted \\r or \\r\\n inside a prediction comes back as \\n")),
+    pytest.param(dict(prediction="12345.\r\nNext", answer="12345"), id="carriage return"),
 ]
 
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 from jacap_nb.theory import (softmax_jacobian, attention_probs, attention_jacobian, gaussian_channel_capacity, jacobian_capacity,
-                             linear_capacity, auto_noise_var, logdet_increment, capacity_matrix, diagonal_capacity, leverage_scores,
+                             linear_capacity, auto_noise_var, logdet_increment, reference_capacity_matrix, diagonal_capacity, reference_leverage_scores,
                              sensitivity_weights)
 
 f64 = torch.float64
@@ -65,7 +65,7 @@ def test_low_precision_inputs_give_float64(dtype):
     keys, values, mu = (_rand(10, 4, seed=15).to(dtype), _rand(10, 3, seed=16).to(dtype), _rand(4, seed=17).to(dtype))
     w = torch.rand(10, dtype=dtype, generator=torch.Generator().manual_seed(4))
     for got in (jacobian_capacity(keys, values, mu, torch.ones(4)), linear_capacity(keys, values, torch.ones(4)),
-                leverage_scores(w, values), diagonal_capacity(w, values), capacity_matrix(w, values),
+                reference_leverage_scores(w, values), diagonal_capacity(w, values), reference_capacity_matrix(w, values),
                 sensitivity_weights(keys, mu, torch.ones(4))):
         assert got.dtype == f64 and torch.isfinite(got).all()
     assert auto_noise_var(w, values).dtype == (torch.float32 if dtype != torch.float64 else f64)
@@ -89,8 +89,8 @@ def test_leverage_scores_match_explicit_inverse(noise_var, n, m):
     s2 = float((w * U.square().sum(-1)).sum()) / m if noise_var == "auto" else noise_var
     A = torch.eye(m, dtype=f64) + (U.mT * w / s2) @ U
     ref = w / s2 * torch.einsum("ni,ij,nj->n", U, torch.linalg.inv(A), U)
-    torch.testing.assert_close(capacity_matrix(w, U, noise_var), A, rtol=0, atol=1e-12)
-    torch.testing.assert_close(leverage_scores(w, U, noise_var), ref, rtol=1e-10, atol=0)
+    torch.testing.assert_close(reference_capacity_matrix(w, U, noise_var), A, rtol=0, atol=1e-12)
+    torch.testing.assert_close(reference_leverage_scores(w, U, noise_var), ref, rtol=1e-10, atol=0)
     assert abs(diagonal_capacity(w, U, noise_var).item() - 0.5 * torch.linalg.slogdet(A).logabsdet.item()) < 1e-12
 
 
@@ -109,9 +109,9 @@ ERRORS = {   # the ones 00_theory does not check already
     "linear noise str": (lambda: linear_capacity(_K, _V, torch.ones(4), noise_var="loud"), "noise_var"),
     "capacity noise < 0": (lambda: jacobian_capacity(_K, _V, _Q, torch.ones(4), noise_var=-1.0), "noise_var"),
     "not PSD": (lambda: jacobian_capacity(_K, _V, _Q, -100 * torch.eye(4)), "positive semi-definite"),
-    "leverage weights N": (lambda: leverage_scores(torch.rand(4, dtype=f64), _rand(5, 3)), "weights"),
-    "leverage noise 0": (lambda: leverage_scores(torch.rand(5, dtype=f64), _rand(5, 3), 0), "noise_var"),
-    "leverage vectors 1-D": (lambda: leverage_scores(torch.rand(5, dtype=f64), _rand(5)), "vectors"),
+    "leverage weights N": (lambda: reference_leverage_scores(torch.rand(4, dtype=f64), _rand(5, 3)), "weights"),
+    "leverage noise 0": (lambda: reference_leverage_scores(torch.rand(5, dtype=f64), _rand(5, 3), 0), "noise_var"),
+    "leverage vectors 1-D": (lambda: reference_leverage_scores(torch.rand(5, dtype=f64), _rand(5)), "vectors"),
     "increment u": (lambda: logdet_increment(torch.eye(3, dtype=f64), torch.ones(2, dtype=f64)), "u must"),
     "increment a": (lambda: logdet_increment(torch.ones(3, 2, dtype=f64), torch.ones(2, dtype=f64)), "a must be a square"),
     "alpha scalar": (lambda: softmax_jacobian(torch.tensor(1.0)), "alpha"),
