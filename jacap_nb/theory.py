@@ -7,12 +7,12 @@ __all__ = ['softmax_jacobian', 'attention_probs', 'attention_jacobian', 'gaussia
            'logdet_increment', 'auto_noise_var', 'reference_capacity_matrix', 'diagonal_capacity',
            'reference_leverage_scores', 'linear_capacity', 'sensitivity_weights']
 
-# %% ../nbs/00_theory.ipynb #3a1385b6
+# %% ../nbs/00_theory.ipynb #c3cd50ea
 import math
 import torch
 from torch import Tensor
 
-# %% ../nbs/00_theory.ipynb #a07dda7f
+# %% ../nbs/00_theory.ipynb #3d48ec11
 def _shape(x): return tuple(x.shape)
 
 def _check_keys_values(keys, values):
@@ -24,14 +24,14 @@ def _check_q_dim(q, d, name="q"):
     if q.ndim < 1 or q.shape[-1] != d:
         raise ValueError(f"{name} must have shape (..., d) with d={d} (the key dimension); got {_shape(q)}")
 
-# %% ../nbs/00_theory.ipynb #a2f60a80
+# %% ../nbs/00_theory.ipynb #8ad2050b
 def softmax_jacobian(alpha:Tensor, # probabilities (..., n) (rows of a softmax)
                     )->Tensor: # Diag(alpha) - alpha alpha^T, (..., n, n)
     "Jacobian of `softmax(z)` with respect to `z`, written in terms of `alpha = softmax(z)`."
     if alpha.ndim < 1: raise ValueError(f"alpha must have shape (..., n); got {_shape(alpha)}")
     return torch.diag_embed(alpha) - alpha.unsqueeze(-1) * alpha.unsqueeze(-2)
 
-# %% ../nbs/00_theory.ipynb #4c0d58dd
+# %% ../nbs/00_theory.ipynb #1879f2b6
 def attention_probs(keys:Tensor, # keys (..., n, d)
                     q:Tensor,    # query (..., d)
                     tau:float=1.0, # softmax temperature (1 = the model's own attention)
@@ -41,7 +41,7 @@ def attention_probs(keys:Tensor, # keys (..., n, d)
     logits = (keys @ q.unsqueeze(-1)).squeeze(-1) / (tau * math.sqrt(keys.shape[-1]))
     return torch.softmax(logits, dim=-1)
 
-# %% ../nbs/00_theory.ipynb #25cdc3d5
+# %% ../nbs/00_theory.ipynb #41c4d1ce
 def attention_jacobian(keys:Tensor,   # keys K (..., n, d)
                        values:Tensor, # values V (..., n, d_v); the output map is U = V^T
                        q:Tensor,      # query (..., d) at which J is evaluated (mu_Q)
@@ -53,7 +53,7 @@ def attention_jacobian(keys:Tensor,   # keys K (..., n, d)
     rank_one = (alpha.unsqueeze(-2) @ values).mT @ (alpha.unsqueeze(-2) @ keys)  # (V^T a)(a^T K)
     return (weighted - rank_one) / math.sqrt(keys.shape[-1])
 
-# %% ../nbs/00_theory.ipynb #04842dd0
+# %% ../nbs/00_theory.ipynb #4e873dd4
 def _cov_matrix(q_cov:Tensor, d:int)->Tensor:
     "A full (..., d, d) float64 covariance from a full matrix or a diagonal of variances (..., d)."
     q_cov = q_cov.double()
@@ -79,7 +79,7 @@ def _half_logdet_identity_plus(m:Tensor)->Tensor:
     if bool((info != 0).any()): raise ValueError("the channel matrix is not positive semi-definite (check q_cov)")
     return chol.diagonal(dim1=-2, dim2=-1).log().sum(-1)
 
-# %% ../nbs/00_theory.ipynb #263bbaec
+# %% ../nbs/00_theory.ipynb #4733a48f
 def gaussian_channel_capacity(jac:Tensor, # channel matrix J (..., m, d)
                               q_cov:Tensor, # query covariance Lambda (..., d, d), or variances (..., d) for a diagonal one
                               noise_var:float|Tensor|str=1.0, # isotropic noise sigma^2 > 0 (number or tensor (...)), or "auto"
@@ -93,7 +93,7 @@ def gaussian_channel_capacity(jac:Tensor, # channel matrix J (..., m, d)
     sigma2 = _noise_var(noise_var, signal)
     return _half_logdet_identity_plus(signal / sigma2.unsqueeze(-1).unsqueeze(-1))
 
-# %% ../nbs/00_theory.ipynb #264be124
+# %% ../nbs/00_theory.ipynb #a018176b
 def jacobian_capacity(keys:Tensor,   # keys K (..., n, d)
                       values:Tensor, # values V (..., n, d_v)
                       q_mean:Tensor, # query centre mu_Q (..., d)
@@ -105,7 +105,7 @@ def jacobian_capacity(keys:Tensor,   # keys K (..., n, d)
     jac = attention_jacobian(keys.double(), values.double(), q_mean.double())
     return gaussian_channel_capacity(jac, q_cov, noise_var)
 
-# %% ../nbs/00_theory.ipynb #89d3cb98
+# %% ../nbs/00_theory.ipynb #8d3a2a5b
 def logdet_increment(a:Tensor, # symmetric positive definite A (..., m, m)
                      u:Tensor, # direction u (..., m)
                      w:float|Tensor=1.0, # weight w >= 0 (number or (...))
@@ -117,7 +117,7 @@ def logdet_increment(a:Tensor, # symmetric positive definite A (..., m, m)
     x = torch.cholesky_solve(u.double().unsqueeze(-1), chol).squeeze(-1)
     return torch.log1p(torch.as_tensor(w, dtype=torch.float64) * (u.double() * x).sum(-1))
 
-# %% ../nbs/00_theory.ipynb #b71b180b
+# %% ../nbs/00_theory.ipynb #b44f53a7
 def auto_noise_var(weights:Tensor, # token weights w_j >= 0 (..., N)
                    values:Tensor,  # value (output) vectors v_j (..., N, d_v)
                   )->Tensor: # sum_j w_j |v_j|^2 / d_v, (...), at least float32, never 0
@@ -129,7 +129,7 @@ def auto_noise_var(weights:Tensor, # token weights w_j >= 0 (..., N)
     energy = (weights.to(dtype) * values.to(dtype).square().sum(-1)).sum(-1)
     return (energy / values.shape[-1]).clamp_min(torch.finfo(dtype).tiny)
 
-# %% ../nbs/00_theory.ipynb #5029f654
+# %% ../nbs/00_theory.ipynb #68cad09b
 def _weight_noise(weights, vectors, noise_var):
     if vectors.ndim < 2: raise ValueError(f"vectors must have shape (..., N, m); got {_shape(vectors)}")
     if weights.ndim < 1 or weights.shape[-1] != vectors.shape[-2]:
@@ -167,7 +167,7 @@ def reference_leverage_scores(weights:Tensor, # w_j >= 0 (..., N)
     x = torch.cholesky_solve(u.mT, chol).mT                  # rows x_i = A^{-1} u_i
     return weights.double() / sigma2.unsqueeze(-1) * (u * x).sum(-1)
 
-# %% ../nbs/00_theory.ipynb #72966bb4
+# %% ../nbs/00_theory.ipynb #b319a24d
 def linear_capacity(keys:Tensor,   # keys K (..., n, d)
                     values:Tensor, # values V (..., n, d_v)
                     q_cov:Tensor,  # query covariance Lambda_Q (..., d, d), or variances (..., d)
@@ -177,7 +177,7 @@ def linear_capacity(keys:Tensor,   # keys K (..., n, d)
     _check_keys_values(keys, values)
     return gaussian_channel_capacity(values.double().mT @ keys.double(), q_cov, noise_var)
 
-# %% ../nbs/00_theory.ipynb #8c5c94d3
+# %% ../nbs/00_theory.ipynb #0ae42782
 def sensitivity_weights(keys:Tensor,   # keys (..., N, d)
                         q_mean:Tensor, # query centre mu_Q (..., d)
                         q_var:Tensor,  # diagonal query variances (..., d)
