@@ -203,3 +203,19 @@ def test_plan_splits(n, rows, block_n, chunk, want):
     blocks, ch, n_split = K._plan(n, rows, torch.device("cpu"), block_n=block_n, chunk=chunk)
     assert (blocks, ch, n_split) == want
     assert ch % blocks[0] == 0 and n_split * ch >= n > (n_split - 1) * ch
+
+
+@interpreted
+def test_gpu_cell_on_cpu(capsys):
+    "03_kernels' `#| gpu` cell as written, on the CPU under the interpreter, with CPU-sized N (tests/test_gpu_cells.py covers the others)."
+    import json, pathlib, re
+    nb = json.loads((pathlib.Path(__file__).resolve().parents[1] / 'nbs' / '03_kernels.ipynb').read_text())
+    cells = [''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code']
+    (src,) = [s for s in cells if re.search(r'^#\|\s*gpu\s*$', s, re.M)]
+    for a, b in {'device="cuda"': 'device="cpu"', '(1000, 64, 8), (32768, 128, 4)': '(40, 64, 8), (96, 128, 4)'}.items():
+        assert a in src, f'the gpu cell no longer contains {a!r}: update this test'
+        src = src.replace(a, b)
+    max_rel_err = lambda a, b: ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()   # the notebook's helper
+    exec(compile(src, '03_kernels:gpu', 'exec'), dict(torch=torch, scoring=scoring, max_rel_err=max_rel_err))
+    out = capsys.readouterr().out
+    assert out.count('kept overlap') == 3 * 4 * 2, out
