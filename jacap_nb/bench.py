@@ -115,7 +115,7 @@ def needle_retention(kept:dict, positions:list) -> dict:
     per_layer = [sum(h) / len(h) for h in per_head]
     return dict(mean=sum(per_layer) / len(per_layer), per_layer=per_layer)
 
-# %% ../nbs/12_bench.ipynb #daf7053c
+# %% ../nbs/12_bench.ipynb #d4008e54
 def _kvpress_compat():
     try: from jacap_nb import kvpress_compat
     except ImportError as e: raise ValueError(f"kvpress methods need kvpress: {e}") from None
@@ -126,6 +126,9 @@ class _ScoreMemo(PressWrapper):
     "Scores of a press on one captured prefill, computed once and reused for every ratio (they do not depend on it)."
     memo: dict = field(default_factory=dict)     # layer index -> (scores, seconds to compute them); one prefill, one method
     reused: float = 0.0                           # seconds of scoring this compression took from the memo
+    n_layers: int = 0                             # layers of the model: a replay press with all of them memoised skips its pass
+    @property
+    def replay(self) -> bool: return self.press.replay and sum(isinstance(k, int) for k in self.memo) < self.n_layers
     def scores(self, view):
         key = view.adapter.layer_idx
         if key in self.memo: self.reused += self.memo[key][1]
@@ -149,10 +152,13 @@ def compress_prefill(spec:MethodSpec, ratio:float, model, prefill:Prefill,
         desc = repr(press)
     else:
         press = make_press(spec.name, ratio, **spec.options)
-        if memo is not None and not press.replay:
-            wrapped = _ScoreMemo(press, memo)
+        if memo is not None:
+            wrapped = _ScoreMemo(press, memo, n_layers=len(prefill.layers))
+            replaying = wrapped.replay                       # a replay press runs its re-reading pass only the first time
             cache, run = compress_layers(wrapped, model, prefill)
             reused = wrapped.reused                                          # scoring time saved by the memo
+            if replaying: memo["replay_pass"] = (None, time.perf_counter() - t0 - sum(v[1] for k, v in memo.items() if isinstance(k, int)))
+            elif press.replay: reused += memo["replay_pass"][1]             # ... and every later ratio is charged for it
         else: cache, run = compress_layers(press, model, prefill)
         kept, desc = run.kept_indices, press_config(press)
     secs = time.perf_counter() - t0 + reused

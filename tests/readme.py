@@ -1,7 +1,7 @@
 """Build README.md from nbs/index.ipynb without Quarto (which `nbdev_readme` needs and which is not installable offline).
 
 Markdown cells are copied, visible code cells become ```python blocks followed by their text/markdown outputs;
-cells flagged `#| hide` are left out. `python tests/readme.py` writes README.md; tests/test_package.py checks it is current."""
+cells flagged `#| hide` are left out; cells flagged `#| echo: false` show their outputs without the code (as on the site). `python tests/readme.py` writes README.md; tests/test_package.py checks it is current."""
 import json, pathlib, re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -9,6 +9,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def _src(cell): return ''.join(cell['source']) if isinstance(cell['source'], list) else cell['source']
 
 def _hidden(src): return any(re.fullmatch(r'#\|\s*hide\s*', l.strip()) for l in src.splitlines())
+
+def _no_echo(src): return any(re.fullmatch(r'#\|\s*echo:\s*false\s*', l.strip()) for l in src.splitlines())
 
 def _outputs(cell):
     out = []
@@ -25,7 +27,7 @@ def readme_text(nb_path=ROOT/'nbs'/'index.ipynb'):
         if cell['cell_type'] == 'markdown': parts.append(src.strip())
         elif cell['cell_type'] == 'code' and not _hidden(src):
             code = '\n'.join(l for l in src.splitlines() if not l.startswith('#|')).strip()
-            if code: parts.append(f'```python\n{code}\n```')
+            if code and not _no_echo(src): parts.append(f'```python\n{code}\n```')
             parts += _outputs(cell)
     return '\n\n'.join(p for p in parts if p) + '\n'
 
