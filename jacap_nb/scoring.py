@@ -220,7 +220,7 @@ def context_attention(keys:Tensor,     # keys (..., N, d), post-RoPE (what the q
             out[..., idx] = torch.maximum(out[..., idx], a)
     return out.float()
 
-# %% ../nbs/01_scoring.ipynb #91b4334b
+# %% ../nbs/01_scoring.ipynb #e6c55c1f
 JACAP_QUERIES = ("context", "stats", "replay")
 
 def jacap_context_weights(keys:Tensor,       # keys (..., N, d), post-RoPE
@@ -232,6 +232,7 @@ def jacap_context_weights(keys:Tensor,       # keys (..., N, d), post-RoPE
                          ) -> Tensor:        # weights w (..., N) >= 0, summing to 1
     "w = pi E_prior[alpha] + (1 - pi) p_ctx, p_ctx the worst case over queries and query heads, normalised over tokens."
     _check_number01(prior_weight, "prior_weight")
+    if prior_weight == 1: return prior_attention(keys if keys_pre is None else keys_pre, breadth).float()   # O(N d^2): no queries read
     kp = context_kw.pop("key_positions", None)
     wc = context_attention(keys[..., None, :, :], queries, key_positions=None if kp is None else kp[..., None, :], **context_kw)
     return _mixture(keys if keys_pre is None else keys_pre, wc.amax(-2), prior_weight, breadth)
