@@ -115,7 +115,7 @@ def needle_retention(kept:dict, positions:list) -> dict:
     per_layer = [sum(h) / len(h) for h in per_head]
     return dict(mean=sum(per_layer) / len(per_layer), per_layer=per_layer)
 
-# %% ../nbs/12_bench.ipynb #d4008e54
+# %% ../nbs/12_bench.ipynb #d867d93e
 def _kvpress_compat():
     try: from jacap_nb import kvpress_compat
     except ImportError as e: raise ValueError(f"kvpress methods need kvpress: {e}") from None
@@ -152,7 +152,7 @@ def compress_prefill(spec:MethodSpec, ratio:float, model, prefill:Prefill,
         desc = repr(press)
     else:
         press = make_press(spec.name, ratio, **spec.options)
-        if memo is not None:
+        if memo is not None and press.decoding is None and press.deadline is None:   # scores once per layer, always the same
             wrapped = _ScoreMemo(press, memo, n_layers=len(prefill.layers))
             replaying = wrapped.replay                       # a replay press runs its re-reading pass only the first time
             cache, run = compress_layers(wrapped, model, prefill)
@@ -216,7 +216,7 @@ def write_config(out_dir, run:dict, model, tokenizer, specs:list, formats:list) 
     path.write_text(json.dumps(cfg, indent=1, default=_json_default))
     return cfg
 
-# %% ../nbs/12_bench.ipynb #e1a07748
+# %% ../nbs/12_bench.ipynb #8a4fd921
 def _check_ratios(ratios):
     if not ratios: raise ValueError("ratios must be a non-empty list of compression ratios in [0, 1)")
     for r in ratios:
@@ -235,11 +235,12 @@ def _groups(examples:list) -> list:
     return list(out.values())
 
 def _todo(store, group, specs, ratios, fmt):
-    jobs = []
+    "The (method, ratio) pairs some example of `group` still lacks a row for, each once (a repeated method or ratio runs once)."
+    jobs = {}
     for m in specs:
         for r in ([0.0] if m.backend == "full" else ratios):
-            if any(row_key(e.uid, m.label, r, fmt) not in store for e in group): jobs.append((m, float(r)))
-    return jobs
+            if any(row_key(e.uid, m.label, r, fmt) not in store for e in group): jobs.setdefault((m.label, float(r)), (m, float(r)))
+    return list(jobs.values())
 
 def _save_kept(out_dir:Path, key:str, kept):
     if kept is None: return
@@ -361,7 +362,7 @@ def _streaming_group(task, group, specs, ratios, fmt, model, tokenizer, store, o
 
 RUNNERS = {"qa": _qa_group, "fidelity": _fidelity_group, "streaming": _streaming_group}
 
-# %% ../nbs/12_bench.ipynb #feeb5100
+# %% ../nbs/12_bench.ipynb #4167e8f2
 def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
               methods:list,          # method strings (see `parse_method`)
               ratios:list,           # compression ratios in [0, 1)
@@ -382,6 +383,10 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     if isinstance(formats, str): formats = [formats]
     _check_ratios(ratios); _check_formats(formats)
     if t.kind != "qa": formats = ["blank"]                   # no question: the format does not apply
+    if t.kind == "streaming":
+        own = [s.label for s in specs if {"max_cache_tokens", "target_cache_tokens", "interval"} & set(s.options)]
+        if own: raise ValueError(f"the streaming task sets each method's cache budget from the ratio; remove max_cache_tokens/"
+                                 f"target_cache_tokens/interval from {', '.join(own)}")
     pipe = None
     if any(s.backend == "kvpress" for s in specs):
         kc = _kvpress_compat()
@@ -413,7 +418,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     write_config(out_dir, run, model, tokenizer, specs, formats)
     return write_summary(out_dir, [r for r in store.rows if r["task"] == task])
 
-# %% ../nbs/12_bench.ipynb #ef52067e
+# %% ../nbs/12_bench.ipynb #c35dcad6
 def bench_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jacap-nb bench", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -455,6 +460,8 @@ def bench_args(argv:list) -> dict:
 
 def _no_machine_path(arg:str) -> str:
     "An absolute path in a recorded command is reduced to its last part (config.json must not hold this machine's paths)."
+    if arg.startswith("--") and "=" in arg:                                 # --out=/abs/path
+        k, v = arg.split("=", 1); return f"{k}={_no_machine_path(v)}"
     return Path(arg).name if Path(arg).is_absolute() else arg
 
 def bench_cli(argv:list|None=None) -> int:

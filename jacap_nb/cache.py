@@ -233,7 +233,7 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #1718e0fd
+# %% ../nbs/06_cache.ipynb #7b210bb8
 def _first_compressed(cache):
     for l in getattr(cache, "layers", []):
         if isinstance(l, CompressedLayer): return l
@@ -251,7 +251,7 @@ def _pre_forward(run:PressRun):
         full = am.bool() if am is not None else torch.ones(b, seen + q, dtype=torch.bool, device=x.device)
         if full.shape[1] != seen + q: raise ValueError(
             f"attention_mask must cover the cached and new tokens ({seen} + {q}); got length {full.shape[1]}")
-        run.attention_mask, run.step = full, run.step + 1
+        run.attention_mask, run.step = full, run.step + (0 if run._replaying else 1)   # the replay pass is not a step
         if seen == 0 and not run._replaying:
             run._prefill_keep = [run.press.prefill_keep(int(n)) for n in full.sum(-1).tolist()]
             if getattr(run.press, "replay", False):
@@ -377,7 +377,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
                             age_p10=qs[0], age_p50=qs[1], age_p90=qs[2], entropy=_entropy(view, valid),
                             fallback=bool(fell_back)))
 
-# %% ../nbs/06_cache.ipynb #566823f8
+# %% ../nbs/06_cache.ipynb #b624b0e9
 def _replay_step(run:PressRun, view:LayerView, layer:CompressedLayer):
     "During the replay pass: the largest attention each context slot gets from any replay query of any of the KV head's query heads."
     n, t = run._replay["n"], view.hidden_states.shape[1]
@@ -417,6 +417,11 @@ def _post_forward(run:PressRun, model:nn.Module):
     def hook(mod, args, kwargs, out):
         if run._prompt_ids is None or run._replaying or run.press.compression_ratio == 0: return
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        if cache is None: cache = getattr(out, "past_key_values", None)      # created inside the forward (no cache passed)
+        if cache is None:
+            run._prompt_ids = None
+            raise ValueError("a replay press needs the prefill's cache: call the model with use_cache=True (the default) "
+                             "or pass a DynamicCache")
         _finish_replay(run, model, cache)
     return hook
 
@@ -445,7 +450,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
         for hd in hooks: hd.remove()
         model._jacap_nb_run = None
 
-# %% ../nbs/06_cache.ipynb #6fd3ddce
+# %% ../nbs/06_cache.ipynb #8cd29044
 @dataclass
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
@@ -461,9 +466,11 @@ class Prefill:
         return cache_from_layers([l["keys"] for l in self.layers], [l["values"] for l in self.layers])
 
 def cache_from_layers(keys:list, values:list) -> DynamicCache:
-    "A `DynamicCache` holding the given per-layer keys/values (B, Hkv, n, d)."
+    "A `DynamicCache` holding the given per-layer keys/values (B, Hkv, n, d) themselves (not copies: nothing writes in place)."
     cache = DynamicCache()
-    for i, (k, v) in enumerate(zip(keys, values)): cache.update(k, v, i)
+    for i, (k, v) in enumerate(zip(keys, values)):
+        cache.update(k[..., :0, :], v[..., :0, :], i)            # creates layer i as transformers does (an empty update)...
+        cache.layers[i].keys, cache.layers[i].values = k, v      # ... then holds the tensors, without DynamicLayer's concat copy
     return cache
 
 @torch.no_grad()

@@ -38,7 +38,7 @@ def _evenly(n:int) -> list:
     "n depths spread over [0.1, 0.9]."
     return [0.5] if n == 1 else [round(0.1 + 0.8 * i / (n - 1), 3) for i in range(n)]
 
-# %% ../nbs/10_demo.ipynb #a40019d9
+# %% ../nbs/10_demo.ipynb #f6e3053f
 @torch.no_grad()
 def demo(prompts:int=3,              # passkey prompts (needle depths spread over 10%-90% of the context)
          tokens:int=1024,            # filler tokens per prompt
@@ -74,13 +74,15 @@ def demo(prompts:int=3,              # passkey prompts (needle depths spread ove
             c["mib"].append(ctx.nbytes / 2**20); c["kept"].append(ctx.kept_tokens)
             c["evict_s"].append(ctx.run.eviction_seconds if ctx.run else 0.0); c["prefill_s"].append(ctx.prefill_seconds)
     costs = {k: {f: sum(v) / len(v) for f, v in c.items()} for k, c in costs.items()}
-    if verbose: _print_demo(exs, cols, cells, costs, load_s, time.perf_counter() - t0, fmt, filler)
+    if verbose: _print_demo(exs, cols, cells, costs, load_s, time.perf_counter() - t0, fmt, filler, model)
     return dict(prompts=[e.meta for e in exs], cells=cells, costs=costs)
 
 def _label(m, r): return "full cache" if m == "full" else f"{m} {r:g}"
 
-def _print_demo(exs, cols, cells, costs, load_s, total_s, fmt, filler):
-    print(f"SmolLM2-135M-Instruct (loaded in {load_s:.1f} s); {len(exs)} passkey prompts of ~{exs[0].meta['length']} "
+def _print_demo(exs, cols, cells, costs, load_s, total_s, fmt, filler, model):
+    name = getattr(model.config, "name_or_path", "") or type(model).__name__
+    name = "SmolLM2-135M-Instruct" if "smollm2" in name.lower() else name.rstrip("/").split("/")[-1]
+    print(f"{name} (loaded in {load_s:.1f} s); {len(exs)} passkey prompts of ~{exs[0].meta['length']} "
           f"tokens of {filler} prose, {fmt} prompt format\n")
     head = ["needle depth", "expected"] + [_label(m, r) for m, r in cols]
     body = [[f"{e.meta['depth']:.0%}", e.answer] + [("✓ " if cells[(e.meta["depth"], m, r)]["correct"] else "✗ ")
@@ -97,7 +99,7 @@ def _print_demo(exs, cols, cells, costs, load_s, total_s, fmt, filler):
     print("\ncolumns: the full cache answers with every token; '<method> <ratio>' evicts that fraction of the context "
           "at prefill\n         (jacap = this library's Jacobian-capacity press; snapkv = attention of the last 32 prompt queries).")
     print("rows:    ✓/✗ = the first number of the whole answer (shown) equals the pass key; tokens kept = per layer and KV head;")
-    print("         eviction % = scoring + selection + gather over all 30 layers, as a share of the prefill it shrinks.")
+    print(f"         eviction % = scoring + selection + gather over all {model.config.num_hidden_layers} layers, as a share of the prefill it shrinks.")
     print(f"total {total_s:.0f} s. One run of a few prompts is an illustration; 16_results has the measured rates.")
 
 # %% ../nbs/10_demo.ipynb #57d59668

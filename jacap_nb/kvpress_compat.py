@@ -31,7 +31,7 @@ from .presses import Scorer, Jacap
 from .stats import QueryStats
 from .pipeline import PROMPT_FORMATS
 
-# %% ../nbs/09_kvpress_compat.ipynb #2f3ff091
+# %% ../nbs/09_kvpress_compat.ipynb #eafcda5d
 @dataclass
 class JacapPress(ScorerPress):
     "A kvpress ScorerPress scoring with a jacap_nb scorer (Jacap by default); runs in kvpress's pipeline unchanged."
@@ -43,6 +43,9 @@ class JacapPress(ScorerPress):
     def __post_init__(self):
         super().__post_init__()
         if not isinstance(self.scorer, Scorer): raise TypeError(f"scorer must be a jacap_nb Scorer; got {type(self.scorer).__name__}")
+        if self.scorer.replay: raise ValueError(
+            "a replay scorer (queries='replay') needs a re-reading pass that kvpress's ScorerPress hook does not run: use "
+            "jacap_nb's own press (make_press('jacap', ratio, queries='replay')) or kvpress's KVzipPress")
 
     def post_init_from_model(self, model):
         self._rotary = getattr(model, "model", model).rotary_emb

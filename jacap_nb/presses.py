@@ -271,7 +271,7 @@ class PressWrapper:
     def protected(self, view, valid): return self.press.protected(view, valid)
     def scores(self, view): return self.press.scores(view)
 
-# %% ../nbs/07_presses.ipynb #ea1e3e68
+# %% ../nbs/07_presses.ipynb #e763191f
 @dataclass
 class DecodingEviction(PressWrapper):
     "Adds a high-water mark while generating: a layer that reaches `max_cache_tokens` is brought down to the target."
@@ -284,6 +284,9 @@ class DecodingEviction(PressWrapper):
         _check_int("max_cache_tokens", self.max_cache_tokens, 1)
         _check_int("target_cache_tokens", self.target_cache_tokens, 1, none_ok=True)
         _check_int("interval", self.interval, 1, none_ok=True)
+        if self.press.replay: raise ValueError(
+            "a replay press (queries='replay') compresses once, after the prefill and its re-reading pass; it cannot "
+            "also evict while generating: drop max_cache_tokens, or use queries='context'")
         prot = self.press.n_protected
         if self.max_cache_tokens < prot + 2: raise ValueError(
             f"max_cache_tokens={self.max_cache_tokens} cannot hold the {prot} protected tokens plus room to evict "

@@ -279,7 +279,7 @@ def jacap_context_scores(keys:Tensor,     # keys (..., N, d), post-RoPE
     _check_cache(keys, values)
     return centred_leverage(jacap_context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw), values, noise_var)
 
-# %% ../nbs/01_scoring.ipynb #62b3a13e
+# %% ../nbs/01_scoring.ipynb #b5081992
 def capkv_weights(keys:Tensor,   # keys (..., N, d)
                   q_mean:Tensor, # query anchor (..., d)
                   tau:float=5.0, # sharpness > 0
@@ -302,6 +302,8 @@ def capkv_scores(keys:Tensor,   # keys (..., N, d)
                  backend:str="auto", # "auto", "torch" or "triton" (as in `jacap_scores`; Triton needs epsilon = 0)
                 ) -> Tensor:    # float32 scores (..., N)
     "CapKV: w_i v_i^T A^{-1} v_i with A = I + sum_j (w_j + epsilon) v_j v_j^T and CapPress's cosine-exponential weights."
+    if backend not in BACKENDS: raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
+    if epsilon != 0 and backend == "triton": raise ValueError("backend='triton' needs epsilon = 0 (the kernels have no epsilon)")
     if epsilon == 0 and _use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, None, "capkv", tau, 1.0)
     _check_cache(keys, values); _check_query(keys, q_mean, "q_mean"); _require_positive(tau, "tau")
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon < 0:

@@ -178,7 +178,7 @@ def passkey_correct(prediction:str, answer:str) -> bool:
     "Exact match of the first number in `prediction` with the answer's digits."
     return first_number(prediction) == first_number(answer) != ""
 
-# %% ../nbs/11_tasks.ipynb #fa4cb391
+# %% ../nbs/11_tasks.ipynb #6736e401
 MULTIKEY_FACT = "The value of key {key} is {value}."
 MULTIKEY_QUESTION = "What is the value of key {key} mentioned in the text?"
 MULTIKEY_ANSWER_PREFIX = "The value of key {key} is "
@@ -189,11 +189,12 @@ def _word(rng:random.Random) -> str:
 def multikey_examples(lengths=(512, 1024),  # context lengths in tokens
                       n_keys:int=8,         # facts per context
                       n:int=5,              # examples per length
-                      filler:str="britannica",
+                      filler="britannica",  # "britannica", "pydoc" or "repetitive", or a list of them
                       seed:int=0,
                       count_tokens=approx_tokens,
                      ) -> list:
     "Multi-key retrieval: `n_keys` facts at evenly spread depths, one of them asked."
+    if not isinstance(filler, str): return [e for f in filler for e in multikey_examples(lengths, n_keys, n, f, seed, count_tokens)]
     _check_grid(lengths, [0.0], n); _check_pos_int(n_keys, "n_keys")
     out = []
     for length in lengths:

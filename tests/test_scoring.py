@@ -418,6 +418,8 @@ def _bad_cases():
         "breadth": (lambda: prior_attention(k, breadth=-1.0), "breadth must be"),
         "backend": (lambda: jacap_scores(k, v, mu, var, backend="cuda"), "backend must be one of 'auto', 'torch', 'triton'"),
         "capkv backend": (lambda: capkv_scores(k, v, mu, backend="gpu"), "backend must be one of"),
+        "capkv backend eps": (lambda: capkv_scores(k, v, mu, epsilon=1e-6, backend="gpu"), "backend must be one of"),
+        "capkv triton eps": (lambda: capkv_scores(k, v, mu, epsilon=1e-6, backend="triton"), "needs epsilon = 0"),
     }
 
 
