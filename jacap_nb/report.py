@@ -10,7 +10,7 @@ import torch
 
 # %% auto #0
 __all__ = ['ROW_FIELDS', 'META_FIELDS', 'METHOD_COLORS', 'summarize', 'write_summary', 'load_rows', 'compact_results',
-           'markdown_table', 'side_by_side', 'sign_test', 'paired_comparison', 'method_color', 'plot_niah',
+           'load_runs', 'markdown_table', 'side_by_side', 'sign_test', 'paired_comparison', 'method_color', 'plot_niah',
            'plot_accuracy_vs_ratio', 'plot_pareto', 'kept_overlap', 'layer_retention']
 
 # %% ../nbs/13_report.ipynb #fa8f96f4
@@ -102,6 +102,19 @@ def compact_results(src, dst) -> int:
         w = csv.DictWriter(f, cols, extrasaction="ignore"); w.writeheader()
         for r in rows: w.writerow({k: _round(v) for k, v in {**r, **r.get("meta", {})}.items() if k in cols})
     return sum(f.stat().st_size for f in dst.iterdir())
+
+# %% ../nbs/13_report.ipynb #708adec6
+def load_runs(*paths) -> list:
+    "Rows of several result folders, each (uid, method, ratio, format) once; copies must give the same answer."
+    out, seen = [], {}
+    for p in paths:
+        for r in load_rows(p):
+            k = (r["uid"], r["method"], r["ratio"], r.get("format", "blank"))
+            if k in seen:
+                if seen[k] != r.get("prediction"): raise ValueError(f"{p}: {k} answered {r.get('prediction')!r} here and {seen[k]!r} before")
+                continue
+            seen[k] = r.get("prediction"); out.append(r)
+    return out
 
 # %% ../nbs/13_report.ipynb #69b54897
 def _fmt(v, col):
