@@ -14,10 +14,10 @@ from torch.utils._pytree import tree_flatten
 __all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'peak_tensor_bytes', 'best_of', 'time_compression', 'time_live',
            'decode_overhead', 'jacap_flops', 'run_speed', 'plot_cost_vs_length', 'speed_parser', 'speed_cli']
 
-# %% ../nbs/15_speed.ipynb #cf0554d6
+# %% ../nbs/15_speed.ipynb #8e743e32
 from .cache import capture_prefill, compress_layers, cache_kwarg
 from .presses import make_press, DecodingEviction
-from .bench import parse_method
+from .bench import parse_method, library_versions
 from .report import markdown_table, method_color
 
 # %% ../nbs/15_speed.ipynb #6cf4bc5b
@@ -43,7 +43,7 @@ def peak_tensor_bytes(fn,          # a function of no arguments
     with _TensorMemory() as mem: out = fn()
     return out, mem.peak
 
-# %% ../nbs/15_speed.ipynb #ddee149f
+# %% ../nbs/15_speed.ipynb #f08e1c97
 def best_of(fn, repeats:int=3) -> float:
     "The fastest of `repeats` wall-clock timings of `fn()` (seconds)."
     out = []
@@ -53,7 +53,8 @@ def best_of(fn, repeats:int=3) -> float:
 
 def _press_for(spec, ratio):
     if spec.backend == "kvpress":
-        from jacap_nb.kvpress_compat import make_kvpress
+        try: from jacap_nb.kvpress_compat import make_kvpress
+        except ImportError as e: raise ValueError(f"kvpress methods need kvpress: {e}") from None
         return make_kvpress(spec.name, ratio, **spec.options)
     return make_press(spec.name, ratio, **spec.options)
 
@@ -111,9 +112,21 @@ def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=None, halo
     ctx_pairs = heads * (n * n / 2 if block is None else n * (block + halo))
     return dict(macs=ctx_pairs * d + 4 * kv_heads * n * d * d + 2 * kv_heads * d ** 3, exps=ctx_pairs)
 
-# %% ../nbs/15_speed.ipynb #85b5acd3
-SPEED_METHODS = ("knorm", "snapkv", "capkv", "jacap", "jacap:block=64,halo=512", "jacap:preset=paper", "jacap:queries=replay")
-KVPRESS_SPEED_METHODS = ("kvpress:KNorm", "kvpress:TOVA", "kvpress:SnapKV", "kvpress:Cap", "kvpress:LeverageScore", "kvpress:Compactor")
+# %% ../nbs/15_speed.ipynb #d254a96b
+SPEED_METHODS = ("knorm", "snapkv", "capkv", "jacap", "jacap:block=64,halo=512", "jacap:prior_weight=1", "jacap:preset=paper",
+                 "jacap:queries=replay")
+KVPRESS_SPEED_METHODS = ("kvpress:Knorm", "kvpress:TOVA", "kvpress:SnapKV", "kvpress:Cap", "kvpress:LeverageScore", "kvpress:Compactor")
+
+def _speed_specs(methods, ratio, repeats) -> list:
+    "Parsed methods (default: SPEED_METHODS, + kvpress's where installed), each press built once: bad input fails before any model work."
+    import importlib.util
+    if methods is None:
+        methods = list(SPEED_METHODS) + (list(KVPRESS_SPEED_METHODS) if importlib.util.find_spec("kvpress") else [])
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1: raise ValueError(f"repeats must be an int >= 1; got {repeats!r}")
+    specs = [parse_method(m) for m in methods]
+    for s in specs:
+        if s.backend != "full": _press_for(s, ratio)
+    return specs
 
 def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
               methods=None,                  # method strings (default: SPEED_METHODS, + kvpress's when installed)
@@ -123,10 +136,7 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
               progress:bool=True,
              ) -> list:                      # one dict per (N, method)
     "Compression cost of every method as a share of the prefill, at every length, measured in this process."
-    import importlib.util
-    if methods is None:
-        methods = list(SPEED_METHODS) + (list(KVPRESS_SPEED_METHODS) if importlib.util.find_spec("kvpress") else [])
-    specs = [parse_method(m) for m in methods]
+    specs = _speed_specs(methods, ratio, repeats)
     if model is None:
         from jacap_nb.models import load_smollm2
         model, tokenizer = load_smollm2()
@@ -155,11 +165,11 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
                                f"peak extra {r['peak_extra_mib']:7.1f} MiB", file=sys.stderr, flush=True)
     return rows
 
-# %% ../nbs/15_speed.ipynb #843186e8
+# %% ../nbs/15_speed.ipynb #33907d2e
 def plot_cost_vs_length(rows:list, title:str=""):
     "Compression time as a percentage of the prefill, per method, against N (log-log)."
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.5, 4), dpi=110)
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
     for m in dict.fromkeys(r["method"] for r in rows):
         rs = sorted([r for r in rows if r["method"] == m], key=lambda r: r["N"])
         ax.plot([r["N"] for r in rs], [r["pct_of_prefill"] for r in rs], "o-", label=m, color=method_color(m))
@@ -170,7 +180,7 @@ def plot_cost_vs_length(rows:list, title:str=""):
     ax.legend(fontsize=7, ncol=2); ax.grid(alpha=0.3, which="both"); ax.tick_params(labelsize=8)
     return fig
 
-# %% ../nbs/15_speed.ipynb #e65b1c8f
+# %% ../nbs/15_speed.ipynb #9f83802d
 def speed_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jacap-nb speed", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Compression cost of each press as a share of the prefill (same process), peak extra memory, "
@@ -191,7 +201,7 @@ def speed_cli(argv:list|None=None) -> int:
     try:
         if any(n < 16 for n in a.lengths): raise ValueError(f"lengths must be >= 16 tokens; got {a.lengths}")
         if not 0 < a.ratio < 1: raise ValueError(f"ratio must be in (0, 1); got {a.ratio}")
-        if a.methods: [parse_method(m) for m in a.methods]
+        _speed_specs(a.methods, a.ratio, a.repeats)
         from jacap_nb.models import load_smollm2
         model, tok = load_smollm2()
         rows = run_speed(a.lengths, a.methods, model, tok, a.ratio, a.repeats, not a.no_live)
@@ -201,5 +211,6 @@ def speed_cli(argv:list|None=None) -> int:
     print(markdown_table(rows, cols=("N", "method", "prefill_s", "compress_s", "pct_of_prefill", "live_pct", "peak_extra_mib", "gmacs_per_s")))
     print(f"\nidle hook while decoding: {1e3 * dec['step_s']:.1f} ms/token plain, {1e3 * dec['hooked_step_s']:.1f} ms/token hooked "
           f"({100 * dec['overhead']:+.1f}%)")
-    if a.out: Path(a.out).write_text(json.dumps(dict(rows=rows, decode=dec), indent=1))
+    if a.out: Path(a.out).write_text(json.dumps(dict(command="jacap-nb speed " + " ".join(sys.argv[2:] if argv is None else argv),
+                                                   versions=library_versions(), rows=rows, decode=dec), indent=1))
     return 0
