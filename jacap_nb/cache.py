@@ -283,7 +283,7 @@ def _q_proj_hook(run:PressRun, ad:AttentionAdapter):
     def hook(mod, args, out): run._q_proj[ad.layer_idx] = out
     return hook
 
-# %% ../nbs/06_cache.ipynb #f34440bf
+# %% ../nbs/06_cache.ipynb #0b266a21
 def _update_stats(run:PressRun, view:LayerView, prefill:bool):
     cfg = run.press.stats
     if cfg is None: return
@@ -307,6 +307,9 @@ def after_attention(run:PressRun,           # the running application of a press
     am = run.attention_mask
     prefill = layer.logical_length == t
     cfg = run.press.stats
+    dec = run.press.decoding
+    if not (prefill or run._replaying or cfg is not None or (dec is not None and layer.physical_length >= dec[0])):
+        return                    # an idle generation step: no statistics to update, no eviction due, nothing to build
     tpos = torch.arange(layer.logical_length - t, layer.logical_length, device=h.device).expand(h.shape[0], t)
     view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, am.sum(-1),
                      rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=am.float().argmax(-1),
@@ -316,7 +319,6 @@ def after_attention(run:PressRun,           # the running application of a press
     if prefill and run.press.compression_ratio > 0 and not getattr(run.press, "replay", False):
         keep = run._prefill_keep
         _evict(run, view, layer, "prefill", keep, max(keep))
-    dec = run.press.decoding
     if dec is not None and layer.physical_length >= dec[0]:
         view = replace(view, keys=layer.keys, values=layer.values, positions=layer.positions)
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])

@@ -16,12 +16,13 @@ __all__ = ['BACKENDS', 'JACAP_QUERIES', 'leverage_scores', 'jacap_weights', 'jac
            'jacap_context_scores', 'capkv_weights', 'capkv_scores', 'knorm_scores', 'keydiff_scores', 'snapkv_scores',
            'expected_attention_scores', 'streaming_scores', 'random_scores', 'select_tokens']
 
-# %% ../nbs/01_scoring.ipynb #ce156e45
+# %% ../nbs/01_scoring.ipynb #5287834c
 def _compute_dtype(*tensors) -> torch.dtype:
     "float64 if any input is float64, else float32 (bf16/fp16 inputs are upcast)."
     return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else torch.float32
 
 def _require_finite(x:Tensor, name:str):
+    if torch.isfinite(x.sum(dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)): return   # all finite
     if not torch.isfinite(x).all(): raise ValueError(f"{name} must be finite (no NaN or Inf)")
 
 def _require_positive(x, name:str):
