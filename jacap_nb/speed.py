@@ -165,19 +165,21 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
                                f"peak extra {r['peak_extra_mib']:7.1f} MiB", file=sys.stderr, flush=True)
     return rows
 
-# %% ../nbs/15_speed.ipynb #33907d2e
+# %% ../nbs/15_speed.ipynb #a3378860
 def plot_cost_vs_length(rows:list, title:str=""):
-    "Compression time as a percentage of the prefill, per method, against N (log-log)."
+    "Compression time as a percentage of the prefill, per method, against N (log-log); kvpress's presses dashed."
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
+    fig, ax = plt.subplots(figsize=(9, 4.2), dpi=100)
     for m in dict.fromkeys(r["method"] for r in rows):
         rs = sorted([r for r in rows if r["method"] == m], key=lambda r: r["N"])
-        ax.plot([r["N"] for r in rs], [r["pct_of_prefill"] for r in rs], "o-", label=m, color=method_color(m))
+        ax.plot([r["N"] for r in rs], [r["pct_of_prefill"] for r in rs], "s--" if m.startswith("kvpress:") else "o-",
+                label=m, color=method_color(m))
     ax.axhline(2, color="black", ls=":", lw=1, label="2% of the prefill")
     ax.set_xscale("log", base=2); ax.set_yscale("log")
     ax.set_xlabel("context length N (tokens)", fontsize=9); ax.set_ylabel("compression time, % of the prefill", fontsize=9)
     ax.set_title(title or "Cost of compression vs context length", fontsize=10)
-    ax.legend(fontsize=7, ncol=2); ax.grid(alpha=0.3, which="both"); ax.tick_params(labelsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1)); ax.grid(alpha=0.3, which="both")
+    ax.tick_params(labelsize=8); fig.tight_layout()
     return fig
 
 # %% ../nbs/15_speed.ipynb #9f83802d
