@@ -330,7 +330,8 @@ def test_nbtools_add_colab_is_idempotent_and_nbdev_clean_stable(tmp_path):
 # Saved outputs
 
 PROGRESS_RES = [re.compile(r'\d%\|'), re.compile(r'(?:it/s|s/it)\]'), re.compile(r'\r(?!\n)')]
-MACHINE_PATH_RE = re.compile(r'/root/|/home/|/work/|/tmp/|\.venv\b|site-packages/')
+MACHINE_DIRS = ('root', 'home', 'work', 'tmp')   # top-level folders of a machine: no user has ours
+MACHINE_PATH_RE = re.compile('|'.join(f'/{d}/' for d in MACHINE_DIRS) + r'|\.venv\b|site-packages/')
 IMAGE_BUDGET = 1_500_000     # bytes of base64 image data saved in all notebooks together
 MAX_IMAGE_WIDTH = 2000       # px
 
