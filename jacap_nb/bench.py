@@ -15,13 +15,13 @@ __all__ = ['PROTOCOL', 'RUNNERS', 'MethodSpec', 'parse_value', 'parse_method', '
            'needle_retention', 'compress_prefill', 'needs_pipeline', 'library_versions', 'model_description',
            'write_config', 'run_bench', 'bench_parser', 'bench_args', 'bench_cli']
 
-# %% ../nbs/12_bench.ipynb #e25ea5e8
+# %% ../nbs/12_bench.ipynb #846c6880
 from .tasks import Example, get_task, TASKS, token_counter, token_fidelity
 from .cache import capture_prefill, compress_layers, cache_bytes, Prefill
 from .presses import SCORERS, make_press, press_config, PressWrapper
 from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode
 from .models import cache_kwarg
-from .report import write_summary, load_rows, markdown_table, side_by_side
+from .report import write_summary, load_rows, markdown_table
 
 # %% ../nbs/12_bench.ipynb #b51684f9
 @dataclass

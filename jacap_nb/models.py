@@ -94,7 +94,7 @@ def _load_smollm2(dtype, use_cache_dir, verbose):
     if verbose: print(f"SmolLM2 loaded from {src} in {time.perf_counter() - t0:.1f} s")
     return model.eval(), tok
 
-# %% ../nbs/05_models.ipynb #f8f0d59d
+# %% ../nbs/05_models.ipynb #412143d5
 GPU_MODEL = "Qwen/Qwen3-4B"   # the hub model the notebooks use on a GPU (a Colab runtime: fits the free T4)
 
 def default_model() -> str:
@@ -109,7 +109,8 @@ def load_model(name:str|None=None, # "smollm2", a hub id / local folder, or None
     if name == "smollm2": return load_smollm2()
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cuda = torch.cuda.is_available()
-    dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if cuda else torch.float32
+    # native bfloat16 only: a T4 reports bfloat16 "supported" through emulation, which is slow there
+    dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported(including_emulation=False) else torch.float16) if cuda else torch.float32
     model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype,
                                                  device_map="cuda" if cuda else None)
     model_adapters(model)                                # an unsupported architecture fails here, with the supported list

@@ -14,10 +14,10 @@ from torch.utils._pytree import tree_flatten
 __all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'peak_tensor_bytes', 'best_of', 'time_compression', 'time_live',
            'decode_overhead', 'jacap_flops', 'run_speed', 'plot_cost_vs_length', 'speed_parser', 'speed_cli']
 
-# %% ../nbs/15_speed.ipynb #8e743e32
+# %% ../nbs/15_speed.ipynb #187e4851
 from .cache import capture_prefill, compress_layers, cache_kwarg
 from .presses import make_press, DecodingEviction
-from .bench import parse_method, library_versions
+from .bench import parse_method, library_versions, _no_machine_path
 from .report import markdown_table, method_color
 
 # %% ../nbs/15_speed.ipynb #6cf4bc5b
@@ -182,7 +182,7 @@ def plot_cost_vs_length(rows:list, title:str=""):
     ax.tick_params(labelsize=8); fig.tight_layout()
     return fig
 
-# %% ../nbs/15_speed.ipynb #9f83802d
+# %% ../nbs/15_speed.ipynb #f9244b6e
 def speed_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jacap-nb speed", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Compression cost of each press as a share of the prefill (same process), peak extra memory, "
@@ -199,6 +199,7 @@ def speed_parser() -> argparse.ArgumentParser:
 
 def speed_cli(argv:list|None=None) -> int:
     "`jacap-nb speed`: run, print a markdown table, optionally write JSON."
+    argv = sys.argv[1:] if argv is None else list(argv)
     a = speed_parser().parse_args(argv)
     try:
         if any(n < 16 for n in a.lengths): raise ValueError(f"lengths must be >= 16 tokens; got {a.lengths}")
@@ -213,6 +214,6 @@ def speed_cli(argv:list|None=None) -> int:
     print(markdown_table(rows, cols=("N", "method", "prefill_s", "compress_s", "pct_of_prefill", "live_pct", "peak_extra_mib", "gmacs_per_s")))
     print(f"\nidle hook while decoding: {1e3 * dec['step_s']:.1f} ms/token plain, {1e3 * dec['hooked_step_s']:.1f} ms/token hooked "
           f"({100 * dec['overhead']:+.1f}%)")
-    if a.out: Path(a.out).write_text(json.dumps(dict(command="jacap-nb speed " + " ".join(sys.argv[2:] if argv is None else argv),
+    if a.out: Path(a.out).write_text(json.dumps(dict(command=" ".join(["jacap-nb", "speed", *map(_no_machine_path, argv)]),
                                                    versions=library_versions(), rows=rows, decode=dec), indent=1))
     return 0
