@@ -231,13 +231,18 @@ def test_jacap_decoding_queries_and_keys_share_a_frame(monkeypatch, models):
     for kmax, qmax in seen: assert qmax == kmax         # the newest query is the newest token, which is also the newest key
 
 
-def test_snapkv_decoding_budget_below_its_window(models):
+def test_snapkv_decoding_budget_below_its_window(models, monkeypatch):
     "SnapKV with a high-water mark below its query window (32) runs: it scores with at most one recent query per cached slot."
     m = models["llama"]
+    shapes, real = [], scoring.snapkv_scores
+    def spy(keys, values, queries, *a, **kw):
+        shapes.append((queries.shape[-2], keys.shape[-2])); return real(keys, values, queries, *a, **kw)
+    monkeypatch.setattr(scoring, "snapkv_scores", spy)
     press = make_press("snapkv", 0.5, max_cache_tokens=30)
     with press(m) as run: m.generate(rand_ids(48), max_new_tokens=12, do_sample=False)
     decode = [r for r in run.records if r["phase"] == "decode"]
     assert decode and all(r["after"] < r["before"] <= 30 for r in decode) and not run.fallbacks
+    assert len(shapes) > len(m.model.layers) and all(nq <= nk for nq, nk in shapes), shapes   # prefill + decode scorings
 
 
 @pytest.mark.parametrize("name", NAMES)
