@@ -129,7 +129,7 @@ def haystack(length:int,  # context length in tokens (approximate: whole sentenc
     measured = count_tokens(" ".join(sents[:cut])) / count_tokens(" ".join(sents)) if cut else 0.0
     return " ".join(parts), measured
 
-# %% ../nbs/11_tasks.ipynb #f5584450
+# %% ../nbs/11_tasks.ipynb #ec16a9df
 PASSKEY_NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key."
 PASSKEY_QUESTION = "What is the pass key mentioned in the text?"
 PASSKEY_ANSWER_PREFIX = "The pass key is "
@@ -140,6 +140,12 @@ def _check_grid(lengths, depths, n):
     if not depths: raise ValueError("depths must be a non-empty list of fractions in [0, 1]")
     for x in depths: _check_unit(x, "depth")
     _check_pos_int(n, "n")
+
+def _fillers(filler) -> list:
+    "`filler` as a non-empty list of source names (a string is one name)."
+    out = [filler] if isinstance(filler, str) else list(filler)
+    if not out: raise ValueError('filler must name at least one text ("britannica", "pydoc", "repetitive")')
+    return out
 
 def passkey_examples(lengths=(1024, 2048), # context lengths in tokens
                      depths=(0.0, 0.25, 0.5, 0.75, 1.0), # needle depths (fractions)
@@ -152,7 +158,7 @@ def passkey_examples(lengths=(1024, 2048), # context lengths in tokens
                      count_tokens=approx_tokens,  # text -> number of tokens (use `token_counter(tokenizer)`)
                     ) -> list:              # list of `Example`
     "The passkey grid: one `Example` per (filler, length, depth, i), deterministic in `seed`."
-    if not isinstance(filler, str): return [e for f in filler for e in passkey_examples(lengths, depths, n, f, seed, needle,
+    if not isinstance(filler, str): return [e for f in _fillers(filler) for e in passkey_examples(lengths, depths, n, f, seed, needle,
                                                                                         question, n_digits, count_tokens)]
     _check_grid(lengths, depths, n)
     if "{key}" not in needle: raise ValueError(f'needle must contain "{{key}}"; got {needle!r}')
@@ -178,7 +184,7 @@ def passkey_correct(prediction:str, answer:str) -> bool:
     "Exact match of the first number in `prediction` with the answer's digits."
     return first_number(prediction) == first_number(answer) != ""
 
-# %% ../nbs/11_tasks.ipynb #6736e401
+# %% ../nbs/11_tasks.ipynb #5514d4b1
 MULTIKEY_FACT = "The value of key {key} is {value}."
 MULTIKEY_QUESTION = "What is the value of key {key} mentioned in the text?"
 MULTIKEY_ANSWER_PREFIX = "The value of key {key} is "
@@ -194,7 +200,7 @@ def multikey_examples(lengths=(512, 1024),  # context lengths in tokens
                       count_tokens=approx_tokens,
                      ) -> list:
     "Multi-key retrieval: `n_keys` facts at evenly spread depths, one of them asked."
-    if not isinstance(filler, str): return [e for f in filler for e in multikey_examples(lengths, n_keys, n, f, seed, count_tokens)]
+    if not isinstance(filler, str): return [e for f in _fillers(filler) for e in multikey_examples(lengths, n_keys, n, f, seed, count_tokens)]
     _check_grid(lengths, [0.0], n); _check_pos_int(n_keys, "n_keys")
     out = []
     for length in lengths:
@@ -220,7 +226,7 @@ def multikey_examples(lengths=(512, 1024),  # context lengths in tokens
                                MULTIKEY_ANSWER_PREFIX.format(key=keys[j])))
     return out
 
-# %% ../nbs/11_tasks.ipynb #423cba2a
+# %% ../nbs/11_tasks.ipynb #3753769b
 MULTIQ_FACTS = (("pass key", "The pass key is {v}. Remember it. {v} is the pass key."),
                 ("door code", "The door code is {v}. Remember it. {v} is the door code."),
                 ("room number", "The room number is {v}. Remember it. {v} is the room number."),
@@ -239,7 +245,7 @@ def multiquestion_examples(lengths=(1024, 2048),   # context lengths in tokens
     _check_grid(lengths, [0.0], n); _check_pos_int(n_facts, "n_facts")
     if n_facts > len(MULTIQ_FACTS): raise ValueError(f"n_facts must be <= {len(MULTIQ_FACTS)}; got {n_facts}")
     out = []
-    for f in ([filler] if isinstance(filler, str) else list(filler)):
+    for f in _fillers(filler):
         for length in lengths:
             for i in range(n):
                 rng = random.Random(example_seed("multiquestion", seed, f, length, n_facts, i))

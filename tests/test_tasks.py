@@ -92,3 +92,10 @@ def test_multiquestion_contexts(filler, n_facts, length):
     assert [e.to_dict() for e in again] == [e.to_dict() for e in exs]
     other = multiquestion_examples(lengths=[length], n=2, filler=filler, n_facts=n_facts, seed=6, count_tokens=len)
     assert [e.answer for e in other] != [e.answer for e in exs]
+
+
+@pytest.mark.parametrize("make", [passkey_examples, multikey_examples, multiquestion_examples], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("empty", [[], ()], ids=["list", "tuple"])
+def test_an_empty_filler_list_is_refused(make, empty):
+    "No filler means no examples: an error naming the argument, never a silent empty grid."
+    with pytest.raises(ValueError, match="filler must name at least one text"): make(lengths=[512], filler=empty)
