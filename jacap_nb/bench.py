@@ -115,7 +115,7 @@ def needle_retention(kept:dict, positions:list) -> dict:
     per_layer = [sum(h) / len(h) for h in per_head]
     return dict(mean=sum(per_layer) / len(per_layer), per_layer=per_layer)
 
-# %% ../nbs/12_bench.ipynb #d867d93e
+# %% ../nbs/12_bench.ipynb #84607000
 def _kvpress_compat():
     try: from jacap_nb import kvpress_compat
     except ImportError as e: raise ValueError(f"kvpress methods need kvpress: {e}") from None
@@ -162,8 +162,8 @@ def compress_prefill(spec:MethodSpec, ratio:float, model, prefill:Prefill,
         else: cache, run = compress_layers(press, model, prefill)
         kept, desc = run.kept_indices, press_config(press)
     secs = time.perf_counter() - t0 + reused
-    ks = [lay.keys for lay in cache.layers]
-    return cache, dict(kept_tokens=float(sum(k.shape[2] for k in ks) / len(ks)), cache_bytes=cache_bytes(cache),
+    held = [getattr(lay, "kept_tokens", lay.keys.shape[2]) for lay in cache.layers]   # per-head budgets: less their padding
+    return cache, dict(kept_tokens=float(sum(held) / len(held)), cache_bytes=cache_bytes(cache),
                        compress_seconds=secs, kept=kept, press=desc)
 
 def needs_pipeline(spec:MethodSpec) -> bool:

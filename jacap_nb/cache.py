@@ -14,18 +14,21 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 # %% auto #0
 __all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'StatsConfig', 'LayerView', 'PressRun',
-           'after_attention', 'apply_press', 'Prefill', 'cache_from_layers', 'capture_prefill', 'compress_layers']
+           'after_attention', 'head_budgets', 'head_slots', 'enable_head_masks', 'apply_press', 'Prefill',
+           'cache_from_layers', 'capture_prefill', 'compress_layers']
 
 # %% ../nbs/06_cache.ipynb #ee14be8c
 from .scoring import select_tokens
 from .stats import QueryStats, ema_update, rope_mixture
 from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
 
-# %% ../nbs/06_cache.ipynb #b1e10d86
+# %% ../nbs/06_cache.ipynb #f04d7c85
 class CompressedLayer(DynamicLayer):
     "A DynamicLayer whose physical length P (kept tokens) can be smaller than its logical length L (tokens seen)."
     logical_length: int = 0
     positions: Tensor|None = None  # (B, Hkv, P) logical position of every kept slot
+    slot_valid: Tensor|None = None # bool (B, Hkv, P): False on a head's padding slots (per-head budgets); None: none
+    _masked: bool = False          # set by the head-mask hook for the forward pass about to append to this layer
 
     @classmethod
     def from_layer(cls, layer:DynamicLayer) -> "CompressedLayer":
@@ -43,6 +46,12 @@ class CompressedLayer(DynamicLayer):
 
     def update(self, key_states, value_states, *args, **kwargs):
         b, h, q = key_states.shape[:3]
+        if self.slot_valid is not None:
+            if not self._masked: raise RuntimeError(
+                "this cache has per-head budgets (padding slots that attention must not see) but the forward pass ran "
+                "without their masks: call jacap_nb.cache.enable_head_masks(model) once (a head-budget press does)")
+            self._masked = False
+            self.slot_valid = torch.cat([self.slot_valid, self.slot_valid.new_ones(b, h, q)], -1)
         new = torch.arange(self.logical_length, self.logical_length + q, device=key_states.device).expand(b, h, q)
         self.positions = new.clone() if self.positions is None else torch.cat([self.positions, new], -1)
         self.logical_length += q
@@ -56,12 +65,22 @@ class CompressedLayer(DynamicLayer):
         p = self.physical_length
         return p + q, self.logical_length - p
 
-    def evict(self, indices:Tensor):
-        "Keep only the slots `indices` (B, Hkv, K) (physical slot numbers): the tensors shrink to K tokens."
+    def evict(self, indices:Tensor,           # (B, Hkv, K) physical slot numbers to keep
+              slot_valid:Tensor|None=None,    # bool (B, Hkv, K): False where a head pads a slot it does not keep
+             ):
+        "Keep only the slots `indices`: the tensors shrink to K tokens; with `slot_valid`, heads keep different numbers."
         ix = indices[..., None]
         self.keys = self.keys.gather(2, ix.expand(-1, -1, -1, self.keys.shape[-1])).contiguous()
         self.values = self.values.gather(2, ix.expand(-1, -1, -1, self.values.shape[-1])).contiguous()
         self.positions = self.positions.gather(2, indices)
+        old = None if self.slot_valid is None else self.slot_valid.gather(2, indices)
+        self.slot_valid = slot_valid if old is None else (old if slot_valid is None else old & slot_valid)
+
+    @property
+    def kept_tokens(self) -> float:
+        "Tokens held per KV head (mean over rows and heads): the physical length, less each head's padding slots."
+        if self.slot_valid is None: return float(self.physical_length)
+        return float(self.slot_valid.sum(-1).float().mean())
 
     def crop(self, length:int):
         "Crop to logical length `length` (>= 0, 5.2 style) or by `-length` tokens (< 0); only uncompressed tail tokens."
@@ -73,13 +92,17 @@ class CompressedLayer(DynamicLayer):
             raise ValueError(f"cannot crop to {new_len}: compressed slots interleave with the tail")
         self.keys, self.values = self.keys[..., :self.physical_length - drop, :], self.values[..., :self.physical_length - drop, :]
         self.positions, self.logical_length = self.positions[..., :self.keys.shape[-2]], new_len
+        if self.slot_valid is not None: self.slot_valid = self.slot_valid[..., :self.keys.shape[-2]]
 
     def reorder_cache(self, beam_idx):
         super().reorder_cache(beam_idx); self.positions = self.positions.index_select(0, beam_idx.to(self.positions.device))
+        if self.slot_valid is not None: self.slot_valid = self.slot_valid.index_select(0, beam_idx.to(self.positions.device))
     def batch_repeat_interleave(self, repeats:int):
         super().batch_repeat_interleave(repeats); self.positions = self.positions.repeat_interleave(repeats, 0)
+        if self.slot_valid is not None: self.slot_valid = self.slot_valid.repeat_interleave(repeats, 0)
     def batch_select_indices(self, indices):
         super().batch_select_indices(indices); self.positions = self.positions[indices]
+        if self.slot_valid is not None: self.slot_valid = self.slot_valid[indices]
 
 def cache_bytes(cache) -> int:
     "Bytes held by the key and value tensors of all layers."
@@ -210,7 +233,7 @@ class LayerView:
                        replay_attention=None if self.replay_attention is None else self.replay_attention[r:r + 1][:, :, slots],
                        q_proj_out=None if self.q_proj_out is None else self.q_proj_out[r:r + 1][:, t])
 
-# %% ../nbs/06_cache.ipynb #bf14d3ea
+# %% ../nbs/06_cache.ipynb #d5295516
 class PressRun:
     "State of one application of a press: statistics, kept positions, eviction records, fallbacks."
     def __init__(self, press, model:nn.Module):
@@ -218,6 +241,7 @@ class PressRun:
         self.records, self.kept_indices, self.stats, self.fallbacks = [], {}, {}, 0
         self.attention_mask, self.step, self._prefill_keep, self._warned = None, 0, None, False
         self.replay_prefix, self._replaying, self._replay, self._prompt_ids, self._q_proj = [], False, {}, None, {}
+        self._deferred = {}       # per-head budgets: layer -> (view, layer) scored together at the end of the prefill
 
     def __repr__(self):
         return f"PressRun({type(self.press).__name__}: {len(self.records)} evictions, {self.fallbacks} fallbacks)"
@@ -233,7 +257,11 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #7b210bb8
+# %% ../nbs/06_cache.ipynb #1d25e935
+def _global_budget(press) -> bool:
+    "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
+    return getattr(press, "budget", "uniform") != "uniform"
+
 def _first_compressed(cache):
     for l in getattr(cache, "layers", []):
         if isinstance(l, CompressedLayer): return l
@@ -254,6 +282,8 @@ def _pre_forward(run:PressRun):
         run.attention_mask, run.step = full, run.step + (0 if run._replaying else 1)   # the replay pass is not a step
         if seen == 0 and not run._replaying:
             run._prefill_keep = [run.press.prefill_keep(int(n)) for n in full.sum(-1).tolist()]
+            if _global_budget(run.press) and run.press.compression_ratio > 0 and (b != 1 or not full.all()):
+                raise ValueError("per-head budgets compress one prompt at a time (batch size 1, no padding)")
             if getattr(run.press, "replay", False):
                 if b != 1: raise ValueError("a replay press compresses one prompt at a time (batch size 1)")
                 run._prompt_ids = kwargs.get("input_ids", args[0] if args else None)
@@ -283,7 +313,7 @@ def _q_proj_hook(run:PressRun, ad:AttentionAdapter):
     def hook(mod, args, out): run._q_proj[ad.layer_idx] = out
     return hook
 
-# %% ../nbs/06_cache.ipynb #0b266a21
+# %% ../nbs/06_cache.ipynb #193b34ef
 def _update_stats(run:PressRun, view:LayerView, prefill:bool):
     cfg = run.press.stats
     if cfg is None: return
@@ -318,7 +348,8 @@ def after_attention(run:PressRun,           # the running application of a press
     _update_stats(run, view, prefill)
     if prefill and run.press.compression_ratio > 0 and not getattr(run.press, "replay", False):
         keep = run._prefill_keep
-        _evict(run, view, layer, "prefill", keep, max(keep))
+        if _global_budget(run.press): run._deferred[ad.layer_idx] = (view, layer)   # evicted at the end
+        else: _evict(run, view, layer, "prefill", keep, max(keep))
     if dec is not None and layer.physical_length >= dec[0]:
         view = replace(view, keys=layer.keys, values=layer.values, positions=layer.positions)
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
@@ -379,7 +410,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
                             age_p10=qs[0], age_p50=qs[1], age_p90=qs[2], entropy=_entropy(view, valid),
                             fallback=bool(fell_back)))
 
-# %% ../nbs/06_cache.ipynb #b624b0e9
+# %% ../nbs/06_cache.ipynb #9c563e9f
 def _replay_step(run:PressRun, view:LayerView, layer:CompressedLayer):
     "During the replay pass: the largest attention each context slot gets from any replay query of any of the KV head's query heads."
     n, t = run._replay["n"], view.hidden_states.shape[1]
@@ -412,12 +443,16 @@ def _finish_replay(run:PressRun, model:nn.Module, cache):
                          mask[:, :0], torch.zeros(1, 0, dtype=torch.long, device=ids.device), None, None, mask.sum(-1),
                          row_start=torch.zeros(1, dtype=torch.long, device=ids.device),
                          replay_attention=run._replay["att"][ad.layer_idx])
-        _evict(run, view, layer, "prefill", run._prefill_keep, max(run._prefill_keep))
+        if _global_budget(run.press): run._deferred[ad.layer_idx] = (view, layer)
+        else: _evict(run, view, layer, "prefill", run._prefill_keep, max(run._prefill_keep))
     run._replay, run._prompt_ids = {}, None
+    if run._deferred: _evict_heads(run)
 
 def _post_forward(run:PressRun, model:nn.Module):
     def hook(mod, args, kwargs, out):
-        if run._prompt_ids is None or run._replaying or run.press.compression_ratio == 0: return
+        if run._replaying: return
+        if run._deferred and run._prompt_ids is None: return _evict_heads(run)   # per-head budgets, no replay pass
+        if run._prompt_ids is None or run.press.compression_ratio == 0: return
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         if cache is None: cache = getattr(out, "past_key_values", None)      # created inside the forward (no cache passed)
         if cache is None:
@@ -427,7 +462,116 @@ def _post_forward(run:PressRun, model:nn.Module):
         _finish_replay(run, model, cache)
     return hook
 
-# %% ../nbs/06_cache.ipynb #ad5065de
+# %% ../nbs/06_cache.ipynb #0cdd9a33
+def _top_counts(scores:list, order:Tensor, k:int, min_keep:int) -> list:
+    "Per layer (Hkv,) counts of each head's pairs among the first k of `order` (indices into the flattened scores)."
+    sizes = [s.numel() for s in scores]
+    top = order[:k]
+    owner = torch.bucketize(top, torch.tensor(sizes, device=top.device).cumsum(0), right=True)   # layer of each kept pair
+    out, start = [], 0
+    for i, s in enumerate(scores):
+        mine = top[owner == i] - start
+        out.append(torch.bincount(mine // s.shape[-1], minlength=s.shape[1]).clamp_min(min(min_keep, s.shape[-1])))
+        start += sizes[i]
+    return out
+
+def head_budgets(scores:list,     # per layer float (B=1, Hkv, P_l), larger = keep (+inf: protected)
+                 total:int,       # (token, KV head) pairs kept over all layers (memory: slots x heads)
+                 min_keep:int=1,  # every head keeps at least this many slots
+                 per_layer:bool=False, # False: each head its own count (padded); True: every head of a layer keeps
+                                  # as many as its most demanding head, the global threshold set so the memory is `total`
+                ) -> list:        # per layer LongTensor (Hkv,): slots each KV head keeps
+    "One global budget: the highest scores of every head of every layer (ties broken by order), at least `min_keep` per head."
+    if not scores or any(s.ndim != 3 or s.shape[0] != 1 for s in scores): raise ValueError(
+        "scores must be a non-empty list of (1, Hkv, P) tensors (per-head budgets compress one prompt at a time)")
+    flat = torch.cat([s.reshape(-1).float() for s in scores])
+    if isinstance(total, bool) or not isinstance(total, int) or not 0 < total <= flat.numel():
+        raise ValueError(f"total must be an int in [1, {flat.numel()}]; got {total!r}")
+    order = torch.sort(flat, stable=True, descending=True).indices
+    if not per_layer: return _top_counts(scores, order, total, min_keep)
+    memory = lambda cs: sum(int(c.max()) * c.numel() for c in cs)       # slots x heads once every head pads to its layer's max
+    lo, hi = 1, total                                                    # the largest k whose padded memory fits in total
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if memory(_top_counts(scores, order, mid, min_keep)) <= total: lo = mid
+        else: hi = mid - 1
+    return [c.max().expand_as(c).clone() for c in _top_counts(scores, order, lo, min_keep)]
+
+def head_slots(scores:Tensor,  # (1, Hkv, P) float scores of one layer
+               counts:Tensor,  # (Hkv,) slots each head keeps
+              ) -> tuple:      # (indices (1, Hkv, K), slot_valid (1, Hkv, K)), K = max(counts)
+    "Each head's best `counts[h]` slots in logical order, padded to the largest count with a masked copy of its first slot."
+    p, k = scores.shape[-1], int(counts.max())
+    order = torch.sort(scores[0].float(), stable=True, dim=-1, descending=True).indices[:, :k]
+    real = torch.arange(k, device=scores.device)[None] < counts.to(scores.device)[:, None]
+    srt = torch.where(real, order, torch.full_like(order, p)).sort(-1).values        # kept slots ascending, padding last
+    valid = srt < p
+    return torch.where(valid, srt, srt[:, :1])[None], valid[None]
+
+def _evict_heads(run:PressRun):
+    "Evict every deferred layer at once under one global budget (`head_budgets`); a layer whose scoring fails keeps a window."
+    items, run._deferred = sorted(run._deferred.items()), {}
+    keep, t0 = run._prefill_keep[0], time.perf_counter()
+    pool, fixed = [], {}
+    for i, (view, layer) in items:
+        view = replace(view, stats=run.stats.get(i))
+        valid = run.attention_mask.gather(1, layer.positions[:, 0])
+        why = None
+        try:
+            s = run.press.scores(view).float()
+            if not torch.isfinite(s).all(): why = "non-finite scores"
+        except torch.linalg.LinAlgError as e: why = f"factorisation failed: {e}"
+        prot = run.press.protected(view, valid)
+        if why:                                           # outside the pool: a sliding window of the uniform budget
+            _fallback(run, why)
+            fixed[i] = layer.positions.float().masked_fill(prot, float("inf"))
+        else: pool.append((i, s.masked_fill(prot, float("inf")), view, layer))
+    counts = head_budgets([s for _, s, _, _ in pool], keep * sum(s.shape[1] for _, s, _, _ in pool),
+                          max(1, int(getattr(run.press, "n_protected", 1))), run.press.budget == "layers") if pool else []
+    per = (time.perf_counter() - t0) / max(1, len(items))
+    byidx = {i: (s, c, layer) for (i, s, _, layer), c in zip(pool, counts)}
+    for i, (view, layer) in items:
+        if i in fixed: s, c = fixed[i], torch.full((layer.keys.shape[1],), min(keep, layer.physical_length))
+        else: s, c, _ = byidx[i]
+        before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
+        idx, sv = head_slots(s, c)
+        layer.evict(idx, sv)
+        run.kept_indices[i] = layer.positions.masked_fill(~layer.slot_valid, -1)
+        run.records.append(dict(layer=i, phase="prefill", step=run.step, logical=layer.logical_length, before=before,
+                                after=layer.physical_length, kept=layer.kept_tokens, seconds=per, bytes_before=nbytes,
+                                bytes_after=layer.keys.nbytes + layer.values.nbytes, age_p10=None, age_p50=None,
+                                age_p90=None, entropy=None, fallback=i in fixed))
+
+def _head_mask_hook(ad:AttentionAdapter, additive:bool):
+    def hook(mod, args, kwargs):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        layers = getattr(cache, "layers", None)
+        if layers is None or ad.layer_idx >= len(layers): return None
+        layer = layers[ad.layer_idx]
+        sv = getattr(layer, "slot_valid", None)
+        if sv is None: return None
+        h = kwargs.get("hidden_states", args[0] if args else None)
+        b, q = sv.shape[0], h.shape[1]
+        old = sv.repeat_interleave(ad.group, 1)[:, :, None, :].expand(-1, -1, q, -1)
+        new = torch.ones(q, q, dtype=torch.bool, device=sv.device).tril()[None, None].expand(b, old.shape[1], -1, -1)
+        m = torch.cat([old, new], -1)                                             # (B, H, q, P + q): True = attend
+        kwargs["attention_mask"] = torch.zeros(m.shape, dtype=h.dtype, device=m.device).masked_fill_(
+            ~m, torch.finfo(h.dtype).min) if additive else m
+        layer._masked = True
+        return args, kwargs
+    return hook
+
+def enable_head_masks(model:nn.Module):
+    "Once per model: a pre-attention hook masking each head's padding slots in caches with per-head budgets (else a no-op)."
+    if getattr(model, "_jacap_nb_head_masks", False): return
+    impl = getattr(model.config, "_attn_implementation", None) or "sdpa"
+    if impl not in ("sdpa", "eager"): raise ValueError(
+        f"per-head budgets need sdpa or eager attention (one 4-D mask per head); this model uses {impl!r}")
+    for ad in model_adapters(model):
+        ad.module.register_forward_pre_hook(_head_mask_hook(ad, impl == "eager"), with_kwargs=True)
+    model._jacap_nb_head_masks = True
+
+# %% ../nbs/06_cache.ipynb #d3346abd
 @contextmanager
 def apply_press(press,            # an object with the press protocol (e.g. a `jacap_nb.presses.EvictionPress`)
                 model:nn.Module,  # a supported causal LM (Llama, Mistral, Qwen2, Qwen3)
@@ -439,6 +583,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
     if active is not None: raise ValueError(
         f"another press ({type(active.press).__name__}) is already active on this model; nested presses would evict "
         "from the same cache twice -- compose them instead (e.g. DecodingEviction(press, ...), ProtectSpans(press, ...))")
+    if _global_budget(press): enable_head_masks(model)
     run = PressRun(press, model)
     dec = getattr(model, "model", model)
     hooks = [dec.register_forward_pre_hook(_pre_forward(run), with_kwargs=True),
@@ -452,7 +597,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
         for hd in hooks: hd.remove()
         model._jacap_nb_run = None
 
-# %% ../nbs/06_cache.ipynb #8cd29044
+# %% ../nbs/06_cache.ipynb #1e3736cb
 @dataclass
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
@@ -508,12 +653,16 @@ def compress_layers(press,              # the press to apply
     if len(prefill.layers) != len(run.adapters): raise ValueError(
         f"the prefill holds {len(prefill.layers)} layers; the model has {len(run.adapters)} attention layers")
     k0 = prefill.layers[0]["keys"]
+    if _global_budget(press) and k0.shape[0] != 1:
+        raise ValueError("per-head budgets compress one prompt at a time (batch size 1, no padding)")
     run.step, run.attention_mask = 1, torch.ones(k0.shape[0], k0.shape[2], dtype=torch.bool, device=k0.device)
     run._prefill_keep = [press.prefill_keep(k0.shape[2])] * k0.shape[0]
     cache = prefill.full_cache()
     for ad, lay in zip(run.adapters, prefill.layers):
         layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(cache.layers[ad.layer_idx])
         after_attention(run, ad, layer, lay["hidden_states"], *lay["position_embeddings"], q_proj_out=lay.get("q_proj"))
+    if run._deferred:
+        enable_head_masks(model); _evict_heads(run)
     return cache, run
 
 # %% ../nbs/06_cache.ipynb #795e510b

@@ -74,7 +74,7 @@ def greedy_decode(model:nn.Module, tokenizer, cache,  # the (compressed) cache o
         nxt, p = int(out.logits[0, -1].argmax()), p + 1
     return tokenizer.decode(new, skip_special_tokens=True)
 
-# %% ../nbs/08_pipeline.ipynb #94d6e85c
+# %% ../nbs/08_pipeline.ipynb #3062677b
 @dataclass
 class CompressedContext:
     "A prefilled (possibly compressed) context: its cache, logical length and the press's run."
@@ -90,8 +90,9 @@ class CompressedContext:
         return cache_bytes(self.cache)
     @property
     def kept_tokens(self) -> int:
-        "Physical tokens per KV head in the first layer."
-        return self.cache.layers[0].keys.shape[2]
+        "Tokens held per KV head, mean over the layers (with per-head budgets: less their padding slots)."
+        held = [getattr(l, "kept_tokens", l.keys.shape[2]) for l in self.cache.layers]
+        return round(sum(held) / len(held))
 
 def _check_text(name, x, allow_empty=False):
     if not isinstance(x, str): raise TypeError(f"{name} must be a str; got {type(x).__name__}")

@@ -11,9 +11,10 @@ import torch
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['SCORERS', 'PRESS_OPTIONS', 'WRAPPER_OPTIONS', 'HEAD_REDUCE', 'PRESETS', 'Scorer', 'KNorm', 'KeyDiff', 'Streaming',
-           'RandomScores', 'SnapKV', 'ExpectedAttention', 'CapKV', 'Jacap', 'EvictionPress', 'PressWrapper',
-           'DecodingEviction', 'share_layer_scores', 'SharedKeep', 'ProtectSpans', 'make_press', 'press_config']
+__all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIONS', 'HEAD_REDUCE', 'PRESETS', 'Scorer', 'KNorm',
+           'KeyDiff', 'Streaming', 'RandomScores', 'SnapKV', 'ExpectedAttention', 'CapKV', 'Jacap', 'EvictionPress',
+           'PressWrapper', 'DecodingEviction', 'share_layer_scores', 'SharedKeep', 'ProtectSpans', 'make_press',
+           'press_config']
 
 # %% ../nbs/07_presses.ipynb #19779a8c
 from . import scoring
@@ -128,7 +129,9 @@ def _check_number(name, x, positive=False, lo=None, hi=None):
         rng = "> 0" if positive else f"in [{lo}, {hi}]"
         raise ValueError(f"{name} must be a finite number {rng}; got {x!r}")
 
-# %% ../nbs/07_presses.ipynb #5b4d40b8
+# %% ../nbs/07_presses.ipynb #764388de
+JACAP_SCORES = ("capacity", "attention")
+
 @dataclass(frozen=True)
 class Jacap(Scorer):
     "Jacap: leverage of the Jacobian-capacity weights under a model of the future queries (see `00_theory`)."
@@ -143,6 +146,9 @@ class Jacap(Scorer):
     tau: float = 10.0                 # stats mode: softmax temperature of the weights
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
     stats_window: int|None = 64       # stats mode: prompt queries the Gaussian is fitted to (None: all after the sinks)
+    score: str = "capacity"           # "capacity": centred-value leverage of the weights (the Jacobian capacity); "attention":
+                                      # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head (comparable
+                                      # across heads: for budget="heads"; with queries="replay", prior_weight=0 it is KVzip's score)
 
     def __post_init__(self):
         if self.queries not in scoring.JACAP_QUERIES: raise ValueError(
@@ -152,6 +158,9 @@ class Jacap(Scorer):
         _check_int("block", self.block, 1, none_ok=True); _check_int("halo", self.halo, 0); _check_int("recent", self.recent, 1)
         _check_number("tau", self.tau, positive=True); scoring._check_noise_var(self.noise_var)
         _check_int("stats_window", self.stats_window, 1, none_ok=True)
+        if self.score not in JACAP_SCORES: raise ValueError(f"score must be one of {', '.join(map(repr, JACAP_SCORES))}; got {self.score!r}")
+        if self.score == "attention" and self.queries == "stats": raise ValueError(
+            "score='attention' needs queries='context' or 'replay' (the Gaussian of queries='stats' has no worst case)")
 
     @classmethod
     def paper(cls) -> "Jacap":
@@ -167,12 +176,16 @@ class Jacap(Scorer):
 
     def __call__(self, view):
         if self.queries == "replay" and view.replay_attention is not None:
+            if self.score == "attention": return self._attention(view, view.replay_attention)
             return scoring.jacap_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
                                                 self.breadth, self.noise_var)
         if self.queries == "stats":
             mu, var = view.future_query_moments()
             return _grouped(view, lambda k, v, q_mean, q_var: scoring.jacap_scores(k, v, q_mean, q_var, self.tau, self.noise_var),
                             q_mean=mu, q_var=var)
+        if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
+            w = scoring.prior_attention(view.keys_pre, self.breadth).float()
+            return w if self.score == "attention" else scoring.centred_leverage(w, view.values, self.noise_var)
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
             skip = 4 if view.token_positions.shape[1] > 8 else 0             # prefill: every prompt token's query but the
@@ -185,14 +198,26 @@ class Jacap(Scorer):
         if torch.equal(view.positions, ar.expand_as(view.positions)) and torch.equal(qpos, ar[p - len(qpos):]):
             kpos = qpos = None                                                 # a plain prefill: the fast path
         else: kpos = view.positions
+        if self.score == "attention":
+            worst = scoring.context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
+                                              key_positions=None if kpos is None else kpos[..., None, :],
+                                              block=self.block, halo=self.halo).amax(-2)
+            return self._attention(view, worst)
         return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
                                             self.noise_var, causal=self.causal, key_positions=kpos,
                                             query_positions=qpos, block=self.block, halo=self.halo)
 
+    def _attention(self, view, worst:Tensor) -> Tensor:
+        "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."
+        w = (1 - self.prior_weight) * worst.float()
+        return w if self.prior_weight == 0 else w + self.prior_weight * scoring.prior_attention(view.keys_pre, self.breadth).float()
+
 # %% ../nbs/07_presses.ipynb #e46ff42f
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
 
-# %% ../nbs/07_presses.ipynb #547ccc88
+# %% ../nbs/07_presses.ipynb #3d6f009f
+BUDGETS = ("uniform", "heads", "layers")
+
 @dataclass
 class EvictionPress:
     "Prefill KV-cache eviction by one scorer: keep the best (1 - compression_ratio) of each prompt's tokens."
@@ -201,8 +226,13 @@ class EvictionPress:
     n_sink: int = 4                # first real tokens always kept (attention sinks)
     window: int = 0                # last real tokens always kept
     deadline: float|None = None    # seconds: a scoring that took longer is replaced by a sliding window (None: no limit)
+    budget: str = "uniform"        # "uniform": every KV head of every layer keeps the same share; "heads": one global
+                                   # budget over all heads and layers, each head its own count (padded); "layers": the
+                                   # same ranking, every head of a layer keeps as many as its most demanding head, memory
+                                   # exactly the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1)
 
     def __post_init__(self):
+        if self.budget not in BUDGETS: raise ValueError(f"budget must be one of {', '.join(map(repr, BUDGETS))}; got {self.budget!r}")
         if not isinstance(self.scorer, Scorer): raise TypeError(
             f"scorer must be a Scorer ({', '.join(c.__name__ for c in SCORERS.values())}); got {type(self.scorer).__name__} {self.scorer!r}")
         _check_number("compression_ratio", self.compression_ratio, lo=0, hi=1)
@@ -240,7 +270,7 @@ class EvictionPress:
 
     def scores(self, view:LayerView) -> Tensor: return self.scorer(view)
 
-# %% ../nbs/07_presses.ipynb #a043d988
+# %% ../nbs/07_presses.ipynb #eb1f87fd
 @dataclass
 class PressWrapper:
     "Base of the wrappers: every part of the press protocol is the wrapped press's unless overridden."
@@ -267,11 +297,13 @@ class PressWrapper:
     def n_sink(self) -> int: return self.press.n_sink
     @property
     def replay(self) -> bool: return self.press.replay
+    @property
+    def budget(self) -> str: return self.press.budget
     def prefill_keep(self, n:int) -> int: return self.press.prefill_keep(n)
     def protected(self, view, valid): return self.press.protected(view, valid)
     def scores(self, view): return self.press.scores(view)
 
-# %% ../nbs/07_presses.ipynb #e763191f
+# %% ../nbs/07_presses.ipynb #92ea4575
 @dataclass
 class DecodingEviction(PressWrapper):
     "Adds a high-water mark while generating: a layer that reaches `max_cache_tokens` is brought down to the target."
@@ -287,6 +319,9 @@ class DecodingEviction(PressWrapper):
         if self.press.replay: raise ValueError(
             "a replay press (queries='replay') compresses once, after the prefill and its re-reading pass; it cannot "
             "also evict while generating: drop max_cache_tokens, or use queries='context'")
+        if self.press.budget != "uniform": raise ValueError(
+            f"a global budget (budget={self.press.budget!r}) is set once, at the prefill; it cannot also evict while "
+            "generating: drop max_cache_tokens, or use budget='uniform'")
         prot = self.press.n_protected
         if self.max_cache_tokens < prot + 2: raise ValueError(
             f"max_cache_tokens={self.max_cache_tokens} cannot hold the {prot} protected tokens plus room to evict "
@@ -307,7 +342,7 @@ class DecodingEviction(PressWrapper):
     @property
     def decoding(self) -> tuple: return (self.max_cache_tokens, self.target)
 
-# %% ../nbs/07_presses.ipynb #8cf43e51
+# %% ../nbs/07_presses.ipynb #9f6ca9ef
 def share_layer_scores(scores:Tensor, # (B, Hkv, P) per-KV-head scores of one layer's (real) slots
                       ) -> Tensor:     # (B, Hkv, P): every head gets the layer's mean of normalised head scores
     "One score per slot shared by all KV heads: mean over heads of sum-normalised (>= 0) or rank-normalised scores."
@@ -319,6 +354,10 @@ def share_layer_scores(scores:Tensor, # (B, Hkv, P) per-KV-head scores of one la
 @dataclass
 class SharedKeep(PressWrapper):
     "All KV heads of a layer keep the same positions (kvpress's TOVA does this)."
+    def __post_init__(self):
+        super().__post_init__()
+        if self.press.budget == "heads": raise ValueError(
+            "head_reduce='layer' (every head keeps the same positions) contradicts budget='heads' (each head its own count)")
     def scores(self, view): return share_layer_scores(self.press.scores(view))
 
 @dataclass
@@ -349,8 +388,8 @@ class ProtectSpans(PressWrapper):
         for s, e in self.spans: prot = prot | ((rel >= s) & (rel < e) & valid[:, None])
         return prot
 
-# %% ../nbs/07_presses.ipynb #8c82d352
-PRESS_OPTIONS = ("n_sink", "window", "deadline")
+# %% ../nbs/07_presses.ipynb #6d1503ba
+PRESS_OPTIONS = ("n_sink", "window", "deadline", "budget")
 WRAPPER_OPTIONS = ("max_cache_tokens", "target_cache_tokens", "interval", "protect", "head_reduce")
 HEAD_REDUCE = ("group", "layer")
 PRESETS = {("jacap", "paper"): Jacap.paper}   # named configurations, for reproducing published numbers
