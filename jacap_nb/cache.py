@@ -257,7 +257,7 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #1d25e935
+# %% ../nbs/06_cache.ipynb #07ff1f6d
 def _global_budget(press) -> bool:
     "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
     return getattr(press, "budget", "uniform") != "uniform"
@@ -283,7 +283,7 @@ def _pre_forward(run:PressRun):
         if seen == 0 and not run._replaying:
             run._prefill_keep = [run.press.prefill_keep(int(n)) for n in full.sum(-1).tolist()]
             if _global_budget(run.press) and run.press.compression_ratio > 0 and (b != 1 or not full.all()):
-                raise ValueError("per-head budgets compress one prompt at a time (batch size 1, no padding)")
+                raise ValueError("a global budget (budget='heads' or 'layers') compresses one prompt at a time (batch size 1, no padding)")
             if getattr(run.press, "replay", False):
                 if b != 1: raise ValueError("a replay press compresses one prompt at a time (batch size 1)")
                 run._prompt_ids = kwargs.get("input_ids", args[0] if args else None)
@@ -597,7 +597,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
         for hd in hooks: hd.remove()
         model._jacap_nb_run = None
 
-# %% ../nbs/06_cache.ipynb #1e3736cb
+# %% ../nbs/06_cache.ipynb #bb85ce69
 @dataclass
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
@@ -654,7 +654,7 @@ def compress_layers(press,              # the press to apply
         f"the prefill holds {len(prefill.layers)} layers; the model has {len(run.adapters)} attention layers")
     k0 = prefill.layers[0]["keys"]
     if _global_budget(press) and k0.shape[0] != 1:
-        raise ValueError("per-head budgets compress one prompt at a time (batch size 1, no padding)")
+        raise ValueError("a global budget (budget='heads' or 'layers') compresses one prompt at a time (batch size 1, no padding)")
     run.step, run.attention_mask = 1, torch.ones(k0.shape[0], k0.shape[2], dtype=torch.bool, device=k0.device)
     run._prefill_keep = [press.prefill_keep(k0.shape[2])] * k0.shape[0]
     cache = prefill.full_cache()

@@ -215,7 +215,7 @@ class Jacap(Scorer):
 # %% ../nbs/07_presses.ipynb #e46ff42f
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
 
-# %% ../nbs/07_presses.ipynb #3d6f009f
+# %% ../nbs/07_presses.ipynb #920d59dd
 BUDGETS = ("uniform", "heads", "layers")
 
 @dataclass
@@ -239,6 +239,9 @@ class EvictionPress:
         if self.compression_ratio >= 1: raise ValueError(f"compression_ratio must be in [0, 1); got {self.compression_ratio!r}")
         _check_int("n_sink", self.n_sink); _check_int("window", self.window)
         if self.deadline is not None: _check_number("deadline", self.deadline, positive=True)
+        if self.deadline is not None and self.budget != "uniform": raise ValueError(
+            f"deadline replaces one layer's late scoring by a window; budget={self.budget!r} ranks every layer together "
+            "before evicting any: drop deadline, or use budget='uniform'")
 
     def __call__(self, model:nn.Module):
         "`with press(model) as run:` applies the press to every forward pass inside (see `jacap_nb.cache.apply_press`)."

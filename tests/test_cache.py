@@ -379,3 +379,80 @@ def test_press_needs_a_2d_mask(models):
     with pytest.raises(ValueError, match="2-D attention_mask"):
         with make_press("knorm", 0.5)(m): m.model(input_ids=ids, attention_mask=torch.ones(1, 1, 10, 10, dtype=torch.bool))
     assert _no_hooks(m)
+
+
+# --- global budgets: per-head counts, padded slots masked ---------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_head_budget_eviction_equals_masking(arch, attn):
+    "Heads keeping different numbers of tokens (padded, masked by the head-mask hook) == the full cache with a per-head mask."
+    from jacap_nb.cache import head_slots, enable_head_masks
+    m = tiny_model(arch); m.set_attn_implementation(attn)           # its own model: the head-mask hook stays on it
+    assert m.config._attn_implementation == attn
+    g = torch.Generator().manual_seed(2)
+    n, q = 30, 5
+    ids, nxt = torch.randint(3, 128, (1, n), generator=g), torch.randint(3, 128, (1, q), generator=g)
+    kw = cache_kwarg(m)
+    full = DynamicCache()
+    with torch.no_grad(): m(input_ids=ids, **{kw: full})
+    ev = copy.deepcopy(full)
+    counts = [torch.tensor([6, 17]), torch.tensor([11, 3])]        # per layer, per KV head: different everywhere
+    kept = []
+    for i, layer in enumerate(ev.layers):
+        idx, valid = head_slots(torch.rand(1, 2, n, generator=g), counts[i])
+        ev.layers[i] = CompressedLayer.from_layer(layer); ev.layers[i].evict(idx, valid)
+        kept.append([idx[0, h][valid[0, h]] for h in range(2)])
+        assert ev.layers[i].kept_tokens == float(counts[i].float().mean())
+    assert physical(ev) == [17, 11]                                 # each layer stores its largest head's count
+    enable_head_masks(m)
+    masks = []                                                      # the reference: full cache, per-layer per-head masks
+    for i in range(2):
+        mk = torch.zeros(1, 4, q, n + q, dtype=torch.bool)
+        for h in range(4): mk[0, h, :, kept[i][h // 2]] = True
+        mk[..., n:] = torch.tril(torch.ones(q, q, dtype=torch.bool))
+        masks.append(mk)
+    def with_layer_masks(model, ms):                                # the full-cache reference needs one mask per layer too
+        hs = [a.module.register_forward_pre_hook(lambda mod, a_, k, mk=mk: (a_, {**k, "attention_mask": mk if attn == "sdpa"
+                  else torch.zeros(mk.shape).masked_fill(~mk, torch.finfo(torch.float32).min)}), with_kwargs=True)
+              for a, mk in zip(model_adapters(model), ms)]
+        return hs
+    with torch.no_grad():
+        ref_model = tiny_model(arch); ref_model.set_attn_implementation(attn)
+        hs = with_layer_masks(ref_model, masks)
+        ref = ref_model(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(full)}).logits
+        for h in hs: h.remove()
+        out = m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: ev}).logits
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        # and the comparison can fail: the padding slots, if seen, change the logits
+        seen = copy.deepcopy(ev)
+        for l in seen.layers: l.slot_valid = torch.ones_like(l.slot_valid)     # per-layer masks, padding visible
+        blind = m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: seen}).logits
+    assert (out - blind).abs().max() > 1e-3
+
+
+def test_head_budget_cache_refuses_an_unmasked_forward():
+    "A cache with padding slots raises in a model without the head-mask hook instead of attending to the padding."
+    m = tiny_model("llama")
+    cache = DynamicCache()
+    with torch.no_grad(), make_press("knorm", 0.5, budget="heads")(m): m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+    with pytest.raises(RuntimeError, match="without their masks"):
+        with torch.no_grad(): tiny_model("llama")(input_ids=torch.tensor([[5]]), position_ids=torch.tensor([[40]]), **{cache_kwarg(m): cache})
+
+
+@pytest.mark.parametrize("budget", ["heads", "layers"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_global_budget_totals(budget, arch):
+    "'heads' keeps exactly the uniform budget's (token, head) pairs; 'layers' stores at most the uniform budget's slots, unpadded."
+    m = tiny_model(arch)
+    ids = rand_ids(60)
+    for name in ("knorm", "jacap"):
+        p = make_press(name, 0.75, budget=budget, **({"score": "attention"} if name == "jacap" else {}))
+        cache = DynamicCache()
+        with torch.no_grad(), p(m) as run: m(input_ids=ids, **{cache_kwarg(m): cache})
+        keep = p.prefill_keep(60)
+        held = sum(int(l.slot_valid.sum()) for l in cache.layers)
+        slots = sum(l.keys.shape[2] for l in cache.layers) * 2
+        if budget == "heads": assert held == keep * 2 * 2, (name, held)
+        else: assert held == slots <= keep * 2 * 2, (name, held, slots)
+        assert cache.get_seq_length() == 60 and len(run.records) == 2
