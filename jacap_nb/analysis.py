@@ -288,7 +288,7 @@ def query_stats(queries:Tensor, # queries (..., N, d)
     if q.shape[-2] < 2: raise ValueError(f"need at least 2 queries after start={start}; got {queries.shape[-2]} positions")
     return q.mean(-2), q.var(-2)
 
-# %% ../nbs/14_analysis.ipynb #e0fa415e
+# %% ../nbs/14_analysis.ipynb #9e016b05
 def cache_capacity(keys:Tensor,    # full-prefill keys (L, Hkv, N, d) (`prefill_keys_values`)
                    values:Tensor,  # full-prefill values (L, Hkv, N, d_v)
                    queries:Tensor|None, # post-RoPE queries (L, H, N, d) (`prefill_queries`); None: no Jacobian capacity
@@ -302,6 +302,9 @@ def cache_capacity(keys:Tensor,    # full-prefill keys (L, Hkv, N, d) (`prefill_
         raise ValueError(f"queries must be (L={n_layers}, H, N={n}, d) with H a multiple of Hkv={hkv}; got {tuple(queries.shape)}")
     bad = [l for l in kept if not isinstance(l, int) or not 0 <= l < n_layers]
     if bad: raise ValueError(f"kept must map layer indices in [0, {n_layers}) to indices; got keys {bad}")
+    if any((v < 0).any() for v in kept.values()): raise ValueError(
+        "kept holds padding slots (-1): heads keep different numbers of tokens (a global budget); the capacity proxies "
+        "need one kept set size per layer")
     q_mean, q_var = query_stats(queries) if queries is not None else (None, None)
     rows = []
     for layer in range(n_layers):

@@ -257,7 +257,7 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #07ff1f6d
+# %% ../nbs/06_cache.ipynb #865f6fea
 def _global_budget(press) -> bool:
     "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
     return getattr(press, "budget", "uniform") != "uniform"
@@ -281,7 +281,7 @@ def _pre_forward(run:PressRun):
             f"attention_mask must cover the cached and new tokens ({seen} + {q}); got length {full.shape[1]}")
         run.attention_mask, run.step = full, run.step + (0 if run._replaying else 1)   # the replay pass is not a step
         if seen == 0 and not run._replaying:
-            run._prefill_keep = [run.press.prefill_keep(int(n)) for n in full.sum(-1).tolist()]
+            run._prefill_keep, run._deferred = [run.press.prefill_keep(int(n)) for n in full.sum(-1).tolist()], {}
             if _global_budget(run.press) and run.press.compression_ratio > 0 and (b != 1 or not full.all()):
                 raise ValueError("a global budget (budget='heads' or 'layers') compresses one prompt at a time (batch size 1, no padding)")
             if getattr(run.press, "replay", False):
@@ -354,7 +354,7 @@ def after_attention(run:PressRun,           # the running application of a press
         view = replace(view, keys=layer.keys, values=layer.values, positions=layer.positions)
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
 
-# %% ../nbs/06_cache.ipynb #748133d1
+# %% ../nbs/06_cache.ipynb #6bc3823f
 def _row_scores(press, view:LayerView, valid:Tensor) -> Tensor:
     "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots)."
     if valid.all(): return press.scores(view).float()
@@ -383,6 +383,9 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     t0 = time.perf_counter()
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
     if physical >= before: return
+    if layer.slot_valid is not None: raise ValueError(
+        "this cache was compressed under a global budget (heads keep different numbers of tokens); a second, uniform "
+        "eviction of it (decoding-time eviction, another press) is not supported")
     view = replace(view, stats=run.stats.get(view.adapter.layer_idx))
     valid = run.attention_mask.gather(1, layer.positions[:, 0])
     n_valid = valid.sum(-1).tolist()
@@ -462,7 +465,7 @@ def _post_forward(run:PressRun, model:nn.Module):
         _finish_replay(run, model, cache)
     return hook
 
-# %% ../nbs/06_cache.ipynb #0cdd9a33
+# %% ../nbs/06_cache.ipynb #9598471c
 def _top_counts(scores:list, order:Tensor, k:int, min_keep:int) -> list:
     "Per layer (Hkv,) counts of each head's pairs among the first k of `order` (indices into the flattened scores)."
     sizes = [s.numel() for s in scores]
@@ -479,7 +482,7 @@ def head_budgets(scores:list,     # per layer float (B=1, Hkv, P_l), larger = ke
                  total:int,       # (token, KV head) pairs kept over all layers (memory: slots x heads)
                  min_keep:int=1,  # every head keeps at least this many slots
                  per_layer:bool=False, # False: each head its own count (padded); True: every head of a layer keeps
-                                  # as many as its most demanding head, the global threshold set so the memory is `total`
+                                  # as many as its most demanding head, the global threshold set so the memory fits in `total`
                 ) -> list:        # per layer LongTensor (Hkv,): slots each KV head keeps
     "One global budget: the highest scores of every head of every layer (ties broken by order), at least `min_keep` per head."
     if not scores or any(s.ndim != 3 or s.shape[0] != 1 for s in scores): raise ValueError(
@@ -491,6 +494,8 @@ def head_budgets(scores:list,     # per layer float (B=1, Hkv, P_l), larger = ke
     if not per_layer: return _top_counts(scores, order, total, min_keep)
     memory = lambda cs: sum(int(c.max()) * c.numel() for c in cs)       # slots x heads once every head pads to its layer's max
     lo, hi = 1, total                                                    # the largest k whose padded memory fits in total
+    if memory(_top_counts(scores, order, 1, min_keep)) > total: raise ValueError(
+        f"min_keep={min_keep} slots per head do not fit in total={total}")
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if memory(_top_counts(scores, order, mid, min_keep)) <= total: lo = mid
@@ -542,7 +547,13 @@ def _evict_heads(run:PressRun):
                                 bytes_after=layer.keys.nbytes + layer.values.nbytes, age_p10=None, age_p50=None,
                                 age_p90=None, entropy=None, fallback=i in fixed))
 
-def _head_mask_hook(ad:AttentionAdapter, additive:bool):
+def _attn_impl(model_or_module) -> str:
+    impl = getattr(model_or_module.config, "_attn_implementation", None) or "sdpa"
+    if impl not in ("sdpa", "eager"): raise ValueError(
+        f"global budgets need sdpa or eager attention (one 4-D mask per head); this model uses {impl!r}")
+    return impl
+
+def _head_mask_hook(ad:AttentionAdapter):
     def hook(mod, args, kwargs):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         layers = getattr(cache, "layers", None)
@@ -550,11 +561,16 @@ def _head_mask_hook(ad:AttentionAdapter, additive:bool):
         layer = layers[ad.layer_idx]
         sv = getattr(layer, "slot_valid", None)
         if sv is None: return None
+        additive = _attn_impl(mod) == "eager"                                    # read at every call: it can change
         h = kwargs.get("hidden_states", args[0] if args else None)
         b, q = sv.shape[0], h.shape[1]
         old = sv.repeat_interleave(ad.group, 1)[:, :, None, :].expand(-1, -1, q, -1)
-        new = torch.ones(q, q, dtype=torch.bool, device=sv.device).tril()[None, None].expand(b, old.shape[1], -1, -1)
-        m = torch.cat([old, new], -1)                                             # (B, H, q, P + q): True = attend
+        new = torch.ones(q, q, dtype=torch.bool, device=sv.device).tril()[None, None]
+        am = kwargs.get("attention_mask")
+        if isinstance(am, Tensor) and am.ndim == 4:                              # the caller's mask of the new tokens
+            tail = am[..., -q:]                                                   # (padding, causality): kept as is
+            new = new & (tail if tail.dtype == torch.bool else tail > torch.finfo(tail.dtype).min / 2)
+        m = torch.cat([old, new.expand(b, old.shape[1], -1, -1)], -1)            # (B, H, q, P + q): True = attend
         kwargs["attention_mask"] = torch.zeros(m.shape, dtype=h.dtype, device=m.device).masked_fill_(
             ~m, torch.finfo(h.dtype).min) if additive else m
         layer._masked = True
@@ -564,14 +580,11 @@ def _head_mask_hook(ad:AttentionAdapter, additive:bool):
 def enable_head_masks(model:nn.Module):
     "Once per model: a pre-attention hook masking each head's padding slots in caches with per-head budgets (else a no-op)."
     if getattr(model, "_jacap_nb_head_masks", False): return
-    impl = getattr(model.config, "_attn_implementation", None) or "sdpa"
-    if impl not in ("sdpa", "eager"): raise ValueError(
-        f"per-head budgets need sdpa or eager attention (one 4-D mask per head); this model uses {impl!r}")
-    for ad in model_adapters(model):
-        ad.module.register_forward_pre_hook(_head_mask_hook(ad, impl == "eager"), with_kwargs=True)
+    _attn_impl(model)
+    for ad in model_adapters(model): ad.module.register_forward_pre_hook(_head_mask_hook(ad), with_kwargs=True)
     model._jacap_nb_head_masks = True
 
-# %% ../nbs/06_cache.ipynb #d3346abd
+# %% ../nbs/06_cache.ipynb #e05d899d
 @contextmanager
 def apply_press(press,            # an object with the press protocol (e.g. a `jacap_nb.presses.EvictionPress`)
                 model:nn.Module,  # a supported causal LM (Llama, Mistral, Qwen2, Qwen3)
@@ -583,7 +596,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
     if active is not None: raise ValueError(
         f"another press ({type(active.press).__name__}) is already active on this model; nested presses would evict "
         "from the same cache twice -- compose them instead (e.g. DecodingEviction(press, ...), ProtectSpans(press, ...))")
-    if _global_budget(press): enable_head_masks(model)
+    if _global_budget(press) and press.compression_ratio > 0: enable_head_masks(model)
     run = PressRun(press, model)
     dec = getattr(model, "model", model)
     hooks = [dec.register_forward_pre_hook(_pre_forward(run), with_kwargs=True),

@@ -215,7 +215,7 @@ class Jacap(Scorer):
 # %% ../nbs/07_presses.ipynb #e46ff42f
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
 
-# %% ../nbs/07_presses.ipynb #920d59dd
+# %% ../nbs/07_presses.ipynb #39419f12
 BUDGETS = ("uniform", "heads", "layers")
 
 @dataclass
@@ -229,7 +229,7 @@ class EvictionPress:
     budget: str = "uniform"        # "uniform": every KV head of every layer keeps the same share; "heads": one global
                                    # budget over all heads and layers, each head its own count (padded); "layers": the
                                    # same ranking, every head of a layer keeps as many as its most demanding head, memory
-                                   # exactly the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1)
+                                   # at most the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1)
 
     def __post_init__(self):
         if self.budget not in BUDGETS: raise ValueError(f"budget must be one of {', '.join(map(repr, BUDGETS))}; got {self.budget!r}")

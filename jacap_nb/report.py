@@ -255,13 +255,14 @@ def plot_pareto(summary:list, metric:str="accuracy", fmt:str="blank", title:str=
     ax.legend(fontsize=8, ncol=2); ax.grid(alpha=0.3); ax.tick_params(labelsize=8)
     return fig
 
-# %% ../nbs/13_report.ipynb #4d88639c
+# %% ../nbs/13_report.ipynb #1cfd0f63
 def kept_overlap(a:dict, b:dict) -> torch.Tensor:
     "Overlap |A & B| / |B| per layer and KV head (L, Hkv) of two kept-position dicts layer -> (1, Hkv, k)."
     out = []
     for l in sorted(b):
         ka, kb = a[l][0], b[l][0]
-        out.append([len(set(ka[h].tolist()) & set(kb[h].tolist())) / max(1, kb.shape[-1]) for h in range(kb.shape[0])])
+        real = lambda k: set(k[k >= 0].tolist())                       # -1: a padding slot (global budgets)
+        out.append([len(real(ka[h]) & real(kb[h])) / max(1, int((kb[h] >= 0).sum())) for h in range(kb.shape[0])])
     return torch.tensor(out)
 
 def layer_retention(rows:list) -> list:

@@ -422,8 +422,18 @@ def test_head_budget_eviction_equals_masking(arch, attn):
         hs = with_layer_masks(ref_model, masks)
         ref = ref_model(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(full)}).logits
         for h in hs: h.remove()
-        out = m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: ev}).logits
+        out = m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(ev)}).logits
         torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        # one token at a time (the decoding path, q = 1) gives the same logits
+        step, one = copy.deepcopy(ev), []
+        for j in range(q): one.append(m(input_ids=nxt[:, j:j + 1], position_ids=torch.tensor([[n + j]]), **{kw: step}).logits)
+        torch.testing.assert_close(torch.cat(one, 1), ref, atol=1e-5, rtol=1e-5)
+        # a left-padded question: the padding stays invisible (the caller's mask of the new tokens is kept)
+        pad_ids = torch.cat([torch.zeros(1, 2, dtype=torch.long), nxt], 1)
+        am = torch.cat([torch.ones(1, n), torch.zeros(1, 2), torch.ones(1, q)], 1).long()
+        padded = m(input_ids=pad_ids, attention_mask=am, position_ids=torch.cat([torch.zeros(1, 2, dtype=torch.long),
+                   torch.arange(n, n + q)[None]], 1), **{kw: copy.deepcopy(ev)}).logits[:, 2:]
+        torch.testing.assert_close(padded, ref, atol=1e-5, rtol=1e-5)
         # and the comparison can fail: the padding slots, if seen, change the logits
         seen = copy.deepcopy(ev)
         for l in seen.layers: l.slot_valid = torch.ones_like(l.slot_valid)     # per-layer masks, padding visible
@@ -456,3 +466,13 @@ def test_global_budget_totals(budget, arch):
         if budget == "heads": assert held == keep * 2 * 2, (name, held)
         else: assert held == slots <= keep * 2 * 2, (name, held, slots)
         assert cache.get_seq_length() == 60 and len(run.records) == 2
+
+
+def test_global_budget_cache_refuses_a_second_uniform_eviction():
+    "A padded cache is not evicted again by a uniform press (it would keep padding as tokens): a clear error instead."
+    m = tiny_model("llama")
+    cache = DynamicCache()
+    with torch.no_grad(), make_press("knorm", 0.5, budget="heads")(m): m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+    with pytest.raises(ValueError, match="compressed under a global budget"):
+        with torch.no_grad(), make_press("knorm", 0.0, max_cache_tokens=8)(m):
+            m(input_ids=torch.tensor([[5, 6]]), position_ids=torch.tensor([[40, 41]]), **{cache_kwarg(m): cache})
