@@ -30,16 +30,20 @@ def _no_hooks(m):
 
 # --- eviction == masking ----------------------------------------------------------------------------------------------
 
+def _prefilled(m, seed:int, n:int=30, q:int=5) -> tuple:
+    "(generator, n, q, q next ids, cache kwarg, full cache of n random tokens) for the eviction == masking tests."
+    g = torch.Generator().manual_seed(seed)
+    ids, nxt = torch.randint(3, 128, (1, n), generator=g), torch.randint(3, 128, (1, q), generator=g)
+    kw, full = cache_kwarg(m), DynamicCache()
+    with torch.no_grad(): m(input_ids=ids, **{kw: full})
+    return g, n, q, nxt, kw, full
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_eviction_equals_masking(arch, models):
     "Logits after physically evicting a per-head kept set == the full cache with the evicted positions masked out."
     m = models[arch]
-    g = torch.Generator().manual_seed(1)
-    n, q = 30, 5
-    ids, nxt = torch.randint(3, 128, (1, n), generator=g), torch.randint(3, 128, (1, q), generator=g)
-    kw = cache_kwarg(m)
-    full = DynamicCache()
-    with torch.no_grad(): m(input_ids=ids, **{kw: full})
+    g, n, q, nxt, kw, full = _prefilled(m, seed=1)
     ev = copy.deepcopy(full)
     kept = torch.stack([torch.randperm(n, generator=g)[:12].sort().values for _ in range(2)])[None]   # (1, Hkv=2, 12)
     assert not torch.equal(kept[0, 0], kept[0, 1])                  # the two KV heads keep different positions
@@ -390,12 +394,7 @@ def test_head_budget_eviction_equals_masking(arch, attn):
     from jacap_nb.cache import head_slots, enable_head_masks
     m = tiny_model(arch); m.set_attn_implementation(attn)           # its own model: the head-mask hook stays on it
     assert m.config._attn_implementation == attn
-    g = torch.Generator().manual_seed(2)
-    n, q = 30, 5
-    ids, nxt = torch.randint(3, 128, (1, n), generator=g), torch.randint(3, 128, (1, q), generator=g)
-    kw = cache_kwarg(m)
-    full = DynamicCache()
-    with torch.no_grad(): m(input_ids=ids, **{kw: full})
+    g, n, q, nxt, kw, full = _prefilled(m, seed=2)
     ev = copy.deepcopy(full)
     counts = [torch.tensor([6, 17]), torch.tensor([11, 3])]        # per layer, per KV head: different everywhere
     kept = []
