@@ -257,10 +257,14 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #865f6fea
+# %% ../nbs/06_cache.ipynb #8322cf82
 def _global_budget(press) -> bool:
     "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
     return getattr(press, "budget", "uniform") != "uniform"
+
+def _refuse_batched_global_budget(press, b:int, padded:bool):
+    if _global_budget(press) and press.compression_ratio > 0 and (b != 1 or padded): raise ValueError(
+        "a global budget (budget='heads' or 'layers') compresses one prompt at a time (batch size 1, no padding)")
 
 def _first_compressed(cache):
     for l in getattr(cache, "layers", []):
@@ -282,8 +286,7 @@ def _pre_forward(run:PressRun):
         run.attention_mask, run.step = full, run.step + (0 if run._replaying else 1)   # the replay pass is not a step
         if seen == 0 and not run._replaying:
             run._prefill_keep, run._deferred = [run.press.prefill_keep(int(n)) for n in full.sum(-1).tolist()], {}
-            if _global_budget(run.press) and run.press.compression_ratio > 0 and (b != 1 or not full.all()):
-                raise ValueError("a global budget (budget='heads' or 'layers') compresses one prompt at a time (batch size 1, no padding)")
+            _refuse_batched_global_budget(run.press, b, not full.all())
             if getattr(run.press, "replay", False):
                 if b != 1: raise ValueError("a replay press compresses one prompt at a time (batch size 1)")
                 run._prompt_ids = kwargs.get("input_ids", args[0] if args else None)
@@ -354,7 +357,7 @@ def after_attention(run:PressRun,           # the running application of a press
         view = replace(view, keys=layer.keys, values=layer.values, positions=layer.positions)
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
 
-# %% ../nbs/06_cache.ipynb #6bc3823f
+# %% ../nbs/06_cache.ipynb #a9bb9b94
 def _row_scores(press, view:LayerView, valid:Tensor) -> Tensor:
     "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots)."
     if valid.all(): return press.scores(view).float()
@@ -379,6 +382,16 @@ def _fallback(run:PressRun, why:str):
                       "most recent). Further fallbacks of this run are counted in run.fallbacks without warning.")
         run._warned = True
 
+def _layer_scores(run:PressRun, view:LayerView, valid:Tensor, t0:float) -> tuple:
+    "(scores (B, Hkv, P), None), or (_, why) when they cannot be used: the caller then falls back to a sliding window."
+    try:
+        scores = _row_scores(run.press, view, valid)
+        if not torch.isfinite(scores.masked_fill(~valid[:, None], 0)).all(): return scores, "non-finite scores"
+        if run.press.deadline is not None and time.perf_counter() - t0 > run.press.deadline:
+            return scores, f"deadline {run.press.deadline} s exceeded"
+        return scores, None
+    except torch.linalg.LinAlgError as e: return None, f"factorisation failed: {e}"
+
 def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:list, physical:int):
     t0 = time.perf_counter()
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
@@ -390,13 +403,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     valid = run.attention_mask.gather(1, layer.positions[:, 0])
     n_valid = valid.sum(-1).tolist()
     real_keep = [min(nv, max(k, physical - (before - nv))) for k, nv in zip(keep, n_valid)]
-    fell_back = None
-    try:
-        scores = _row_scores(run.press, view, valid)
-        if not torch.isfinite(scores.masked_fill(~valid[:, None], 0)).all(): fell_back = "non-finite scores"
-        elif run.press.deadline is not None and time.perf_counter() - t0 > run.press.deadline:
-            fell_back = f"deadline {run.press.deadline} s exceeded"
-    except torch.linalg.LinAlgError as e: fell_back = f"factorisation failed: {e}"
+    scores, fell_back = _layer_scores(run, view, valid, t0)
     if fell_back:
         _fallback(run, fell_back)
         scores = layer.positions.float().masked_fill(~valid[:, None], float("-inf"))
@@ -465,7 +472,7 @@ def _post_forward(run:PressRun, model:nn.Module):
         _finish_replay(run, model, cache)
     return hook
 
-# %% ../nbs/06_cache.ipynb #9598471c
+# %% ../nbs/06_cache.ipynb #30d91b3c
 def _top_counts(scores:list, order:Tensor, k:int, min_keep:int) -> list:
     "Per layer (Hkv,) counts of each head's pairs among the first k of `order` (indices into the flattened scores)."
     sizes = [s.numel() for s in scores]
@@ -521,23 +528,18 @@ def _evict_heads(run:PressRun):
     for i, (view, layer) in items:
         view = replace(view, stats=run.stats.get(i))
         valid = run.attention_mask.gather(1, layer.positions[:, 0])
-        why = None
-        try:
-            s = run.press.scores(view).float()
-            if not torch.isfinite(s).all(): why = "non-finite scores"
-        except torch.linalg.LinAlgError as e: why = f"factorisation failed: {e}"
+        s, why = _layer_scores(run, view, valid, t0)
         prot = run.press.protected(view, valid)
         if why:                                           # outside the pool: a sliding window of the uniform budget
             _fallback(run, why)
             fixed[i] = layer.positions.float().masked_fill(prot, float("inf"))
-        else: pool.append((i, s.masked_fill(prot, float("inf")), view, layer))
-    counts = head_budgets([s for _, s, _, _ in pool], keep * sum(s.shape[1] for _, s, _, _ in pool),
+        else: pool.append((i, s.masked_fill(prot, float("inf"))))
+    counts = head_budgets([s for _, s in pool], keep * sum(s.shape[1] for _, s in pool),
                           max(1, int(getattr(run.press, "n_protected", 1))), run.press.budget == "layers") if pool else []
     per = (time.perf_counter() - t0) / max(1, len(items))
-    byidx = {i: (s, c, layer) for (i, s, _, layer), c in zip(pool, counts)}
+    byidx = {i: (s, c) for (i, s), c in zip(pool, counts)}
     for i, (view, layer) in items:
-        if i in fixed: s, c = fixed[i], torch.full((layer.keys.shape[1],), min(keep, layer.physical_length))
-        else: s, c, _ = byidx[i]
+        s, c = byidx[i] if i not in fixed else (fixed[i], torch.full((layer.keys.shape[1],), min(keep, layer.physical_length)))
         before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
         idx, sv = head_slots(s, c)
         layer.evict(idx, sv)
@@ -610,7 +612,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
         for hd in hooks: hd.remove()
         model._jacap_nb_run = None
 
-# %% ../nbs/06_cache.ipynb #bb85ce69
+# %% ../nbs/06_cache.ipynb #5af69e77
 @dataclass
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
@@ -666,8 +668,7 @@ def compress_layers(press,              # the press to apply
     if len(prefill.layers) != len(run.adapters): raise ValueError(
         f"the prefill holds {len(prefill.layers)} layers; the model has {len(run.adapters)} attention layers")
     k0 = prefill.layers[0]["keys"]
-    if _global_budget(press) and k0.shape[0] != 1:
-        raise ValueError("a global budget (budget='heads' or 'layers') compresses one prompt at a time (batch size 1, no padding)")
+    _refuse_batched_global_budget(press, k0.shape[0], False)
     run.step, run.attention_mask = 1, torch.ones(k0.shape[0], k0.shape[2], dtype=torch.bool, device=k0.device)
     run._prefill_keep = [press.prefill_keep(k0.shape[2])] * k0.shape[0]
     cache = prefill.full_cache()

@@ -440,11 +440,17 @@ def test_head_budget_eviction_equals_masking(arch, attn):
     assert (out - blind).abs().max() > 1e-3
 
 
+def _heads_compressed() -> tuple:
+    "(tiny llama, its cache of 40 random tokens compressed by KNorm at 0.5 under budget='heads': padded heads)."
+    m, cache = tiny_model("llama"), DynamicCache()
+    with torch.no_grad(), make_press("knorm", 0.5, budget="heads")(m): m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+    assert any(not l.slot_valid.all() for l in cache.layers)            # some head really pads
+    return m, cache
+
+
 def test_head_budget_cache_refuses_an_unmasked_forward():
     "A cache with padding slots raises in a model without the head-mask hook instead of attending to the padding."
-    m = tiny_model("llama")
-    cache = DynamicCache()
-    with torch.no_grad(), make_press("knorm", 0.5, budget="heads")(m): m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+    m, cache = _heads_compressed()
     with pytest.raises(RuntimeError, match="without their masks"):
         with torch.no_grad(): tiny_model("llama")(input_ids=torch.tensor([[5]]), position_ids=torch.tensor([[40]]), **{cache_kwarg(m): cache})
 
@@ -469,9 +475,25 @@ def test_global_budget_totals(budget, arch):
 
 def test_global_budget_cache_refuses_a_second_uniform_eviction():
     "A padded cache is not evicted again by a uniform press (it would keep padding as tokens): a clear error instead."
-    m = tiny_model("llama")
-    cache = DynamicCache()
-    with torch.no_grad(), make_press("knorm", 0.5, budget="heads")(m): m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+    m, cache = _heads_compressed()
     with pytest.raises(ValueError, match="compressed under a global budget"):
         with torch.no_grad(), make_press("knorm", 0.0, max_cache_tokens=8)(m):
             m(input_ids=torch.tensor([[5, 6]]), position_ids=torch.tensor([[40, 41]]), **{cache_kwarg(m): cache})
+
+
+def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
+    "prior_weight=1 returns before reading any query; its scores are the mixture's at pi = 1 on the same layer."
+    from jacap_nb.presses import Jacap
+    from jacap_nb.cache import LayerView
+    views = []
+    class Capture(KNorm):
+        def __call__(self, view): views.append(view); return super().__call__(view)
+    m = tiny_model("llama")
+    with torch.no_grad():
+        compress_layers(EvictionPress(Capture(), 0.5), m, capture_prefill(m, rand_ids(50)))
+        for v in views:
+            b, hkv, p, d = v.keys.shape
+            q = v.queries[:, :, 4:].reshape(b, hkv, v.group, -1, d)
+            want = scoring.jacap_context_scores(v.keys, v.values, q, v.keys_pre, 1.0, 1.0, "auto")
+            torch.testing.assert_close(Jacap(prior_weight=1)(v), want)
+            assert not torch.allclose(Jacap()(v), want)          # the default (pi = 0.5) is another score

@@ -218,7 +218,9 @@ def test_run_bench_bad_options(case, tmp_path):
 # --- generate is the harness's path ---------------------------------------------------------------------------------
 
 PRESSES = {"full": lambda: None, "jacap 0.5": lambda: make_press("jacap", 0.5), "knorm 0.75 shared": lambda: make_press("knorm", 0.75, head_reduce="layer"),
-           "snapkv 0.5 window 4": lambda: make_press("snapkv", 0.5, window=4)}
+           "snapkv 0.5 window 4": lambda: make_press("snapkv", 0.5, window=4),
+           "jacap replay heads 0.75": lambda: make_press("jacap", 0.75, queries="replay", score="attention", prior_weight=0, budget="heads"),
+           "jacap replay layers 0.75": lambda: make_press("jacap", 0.75, queries="replay", score="attention", prior_weight=0, budget="layers")}
 QUESTIONS = ["What is the colour of the sky?", "Where do we go?", "What is green?"]
 
 
