@@ -177,7 +177,7 @@ def paired_comparison(rows:list,            # rows holding both methods
                         b_correct=sum(y for _, y in pairs), wins=w, losses=l, p=round(sign_test(w, l), 4)))
     return out
 
-# %% ../nbs/13_report.ipynb #eb1efb7e
+# %% ../nbs/13_report.ipynb #4c4fe939
 METHOD_COLORS = {"full": "#000000", "jacap": "#d62728", "jacap:preset=paper": "#ff9896", "jacap:queries=replay": "#8c1d1d",
                  "jacap:block=64,halo=512": "#f4a6a6", "jacap:prior_weight=1": "#e6550d",
                  "capkv": "#ff7f0e", "kvpress:Cap": "#ffbb78", "kvpress:Compactor": "#1f77b4", "kvpress:LeverageScore": "#6baed6",
@@ -187,7 +187,8 @@ METHOD_COLORS = {"full": "#000000", "jacap": "#d62728", "jacap:preset=paper": "#
                  "streaming": "#e377c2", "kvpress:StreamingLLM": "#e377c2", "random": "#c7c7c7",
                  "jacap:queries=replay,score=attention,prior_weight=0,budget=heads": "#bcbd22",
                  "jacap replay+heads": "#bcbd22",               # the short label 16_results plots it under
-                 "jacap:queries=replay,score=attention,prior_weight=0,budget=layers": "#dbdb8d"}
+                 "jacap:queries=replay,score=attention,prior_weight=0,budget=layers": "#8c6d31",
+                 "jacap replay+layers": "#8c6d31"}
 
 def method_color(label:str) -> str:
     "The colour of method `label` in every figure (its family's, else a stable colour from its name)."
