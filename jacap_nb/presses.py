@@ -16,9 +16,9 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIO
            'PressWrapper', 'DecodingEviction', 'share_layer_scores', 'SharedKeep', 'ProtectSpans', 'make_press',
            'press_config']
 
-# %% ../nbs/07_presses.ipynb #19779a8c
+# %% ../nbs/07_presses.ipynb #a45fc027
 from . import scoring
-from .cache import StatsConfig, LayerView, apply_press, rank_protect, _check_int
+from .cache import StatsConfig, LayerView, LayerBudget, apply_press, rank_protect, _check_int
 
 # %% ../nbs/07_presses.ipynb #de292fc1
 class Scorer:
@@ -215,7 +215,7 @@ class Jacap(Scorer):
 # %% ../nbs/07_presses.ipynb #e46ff42f
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
 
-# %% ../nbs/07_presses.ipynb #39419f12
+# %% ../nbs/07_presses.ipynb #1e915c73
 BUDGETS = ("uniform", "heads", "layers")
 
 @dataclass
@@ -226,20 +226,22 @@ class EvictionPress:
     n_sink: int = 4                # first real tokens always kept (attention sinks)
     window: int = 0                # last real tokens always kept
     deadline: float|None = None    # seconds: a scoring that took longer is replaced by a sliding window (None: no limit)
-    budget: str = "uniform"        # "uniform": every KV head of every layer keeps the same share; "heads": one global
+    budget: str|LayerBudget = "uniform" # "uniform": every KV head of every layer keeps the same share; "heads": one global
                                    # budget over all heads and layers, each head its own count (padded); "layers": the
                                    # same ranking, every head of a layer keeps as many as its most demanding head, memory
-                                   # at most the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1)
+                                   # at most the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1); a
+                                   # `LayerBudget`: each layer's share measured once per model, the uniform budget's memory
 
     def __post_init__(self):
-        if self.budget not in BUDGETS: raise ValueError(f"budget must be one of {', '.join(map(repr, BUDGETS))}; got {self.budget!r}")
+        if not isinstance(self.budget, LayerBudget) and self.budget not in BUDGETS: raise ValueError(
+            f"budget must be one of {', '.join(map(repr, BUDGETS))} or a LayerBudget; got {self.budget!r}")
         if not isinstance(self.scorer, Scorer): raise TypeError(
             f"scorer must be a Scorer ({', '.join(c.__name__ for c in SCORERS.values())}); got {type(self.scorer).__name__} {self.scorer!r}")
         _check_number("compression_ratio", self.compression_ratio, lo=0, hi=1)
         if self.compression_ratio >= 1: raise ValueError(f"compression_ratio must be in [0, 1); got {self.compression_ratio!r}")
         _check_int("n_sink", self.n_sink); _check_int("window", self.window)
         if self.deadline is not None: _check_number("deadline", self.deadline, positive=True)
-        if self.deadline is not None and self.budget != "uniform": raise ValueError(
+        if self.deadline is not None and self.budget in ("heads", "layers"): raise ValueError(
             f"deadline replaces one layer's late scoring by a window; budget={self.budget!r} ranks every layer together "
             "before evicting any: drop deadline, or use budget='uniform'")
 
@@ -267,13 +269,19 @@ class EvictionPress:
             "n_sink or window, or give a longer prompt")
         return keep
 
+    def layer_keep(self, n:int, layer:int) -> int:
+        "Real tokens layer `layer` keeps at prefill: `prefill_keep(n)`, or the layer's share under a `LayerBudget`."
+        keep = self.prefill_keep(n)
+        if not isinstance(self.budget, LayerBudget) or self.compression_ratio == 0: return keep
+        return self.budget.counts(n, keep, min(self.n_protected + 1, n))[layer]
+
     def protected(self, view:LayerView, valid:Tensor) -> Tensor:
         "bool (B, Hkv, P): each row's first `n_sink` and last `window` real slots."
         return rank_protect(valid, self.n_sink, self.window)[:, None].expand(view.keys.shape[:3])
 
     def scores(self, view:LayerView) -> Tensor: return self.scorer(view)
 
-# %% ../nbs/07_presses.ipynb #eb1f87fd
+# %% ../nbs/07_presses.ipynb #1142d316
 @dataclass
 class PressWrapper:
     "Base of the wrappers: every part of the press protocol is the wrapped press's unless overridden."
@@ -301,12 +309,13 @@ class PressWrapper:
     @property
     def replay(self) -> bool: return self.press.replay
     @property
-    def budget(self) -> str: return self.press.budget
+    def budget(self) -> str|LayerBudget: return self.press.budget
     def prefill_keep(self, n:int) -> int: return self.press.prefill_keep(n)
+    def layer_keep(self, n:int, layer:int) -> int: return self.press.layer_keep(n, layer)
     def protected(self, view, valid): return self.press.protected(view, valid)
     def scores(self, view): return self.press.scores(view)
 
-# %% ../nbs/07_presses.ipynb #92ea4575
+# %% ../nbs/07_presses.ipynb #202e7a92
 @dataclass
 class DecodingEviction(PressWrapper):
     "Adds a high-water mark while generating: a layer that reaches `max_cache_tokens` is brought down to the target."
@@ -322,9 +331,9 @@ class DecodingEviction(PressWrapper):
         if self.press.replay: raise ValueError(
             "a replay press (queries='replay') compresses once, after the prefill and its re-reading pass; it cannot "
             "also evict while generating: drop max_cache_tokens, or use queries='context'")
-        if self.press.budget != "uniform": raise ValueError(
-            f"a global budget (budget={self.press.budget!r}) is set once, at the prefill; it cannot also evict while "
-            "generating: drop max_cache_tokens, or use budget='uniform'")
+        if self.press.budget in ("heads", "layers") or isinstance(self.press.budget, LayerBudget): raise ValueError(
+            f"a budget that differs between layers or heads (budget={self.press.budget!r}) is set once, at the prefill; "
+            "it cannot also evict while generating: drop max_cache_tokens, or use budget='uniform'")
         prot = self.press.n_protected
         if self.max_cache_tokens < prot + 2: raise ValueError(
             f"max_cache_tokens={self.max_cache_tokens} cannot hold the {prot} protected tokens plus room to evict "

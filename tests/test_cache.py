@@ -8,7 +8,7 @@ import copy, warnings
 import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 from jacap_nb import scoring
-from jacap_nb.cache import CompressedLayer, cache_bytes, capture_prefill, compress_layers
+from jacap_nb.cache import CompressedLayer, LayerBudget, cache_bytes, capture_prefill, compress_layers
 from jacap_nb.models import tiny_model, cache_kwarg, model_adapters
 from jacap_nb.presses import SCORERS, Scorer, make_press, EvictionPress, KNorm
 from tinytools import count_attention_calls, rand_ids, physical
@@ -497,3 +497,61 @@ def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
             want = scoring.jacap_context_scores(v.keys, v.values, q, v.keys_pre, 1.0, 1.0, "auto")
             torch.testing.assert_close(Jacap(prior_weight=1)(v), want)
             assert not torch.allclose(Jacap()(v), want)          # the default (pi = 0.5) is another score
+
+
+# --- a LayerBudget: layers of different lengths, each with its own mask ---------------------------------------------------
+
+_LB = LayerBudget((0.01, 0.5), ((0.9, 0.1), (0.5, 0.0)), "test")      # layer 0 keeps about twice layer 1's share
+
+
+def _per_layer_masks(kept:list, n:int, q:int, group:int) -> list:
+    "Per layer (1, H, q, n + q) bool masks: each head sees its KV head's kept positions and the causal new tokens."
+    out = []
+    for k in kept:
+        mk = torch.zeros(1, k.shape[1] * group, q, n + q, dtype=torch.bool)
+        for h in range(k.shape[1] * group): mk[0, h, :, k[0, h // group]] = True
+        mk[..., n:] = torch.tril(torch.ones(q, q, dtype=torch.bool))
+        out.append(mk)
+    return out
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_layer_budget_eviction_equals_masking(arch, attn):
+    "Layers keeping different numbers of tokens (a LayerBudget) == the full cache with each layer's kept positions masked."
+    m = tiny_model(arch); m.set_attn_implementation(attn)
+    g, n, q, nxt, kw, full = _prefilled(m, seed=3, n=60)
+    ids = torch.randint(3, 128, (1, n), generator=torch.Generator().manual_seed(3))
+    press = make_press("jacap", 0.5, budget=_LB)
+    ev, run = compress_layers(press, m, capture_prefill(m, ids))
+    assert physical(ev) == [press.layer_keep(n, 0), press.layer_keep(n, 1)] and physical(ev)[0] > 30 > physical(ev)[1]
+    assert sum(physical(ev)) == 2 * press.prefill_keep(n)                      # the uniform budget's memory
+    masks = _per_layer_masks([run.kept_indices[i] for i in range(2)], n, q, model_adapters(m)[0].group)
+    ref_model = tiny_model(arch); ref_model.set_attn_implementation(attn)
+    hs = [a.module.register_forward_pre_hook(lambda mod, a_, k, mk=mk: (a_, {**k, "attention_mask": mk if attn == "sdpa"
+              else torch.zeros(mk.shape).masked_fill(~mk, torch.finfo(torch.float32).min)}), with_kwargs=True)
+          for a, mk in zip(model_adapters(ref_model), masks)]
+    with torch.no_grad():
+        ref = ref_model(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(full)}).logits
+        for h in hs: h.remove()
+        out = m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(ev)}).logits
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        step, one = copy.deepcopy(ev), []                                    # token by token (decoding) too
+        for j in range(q): one.append(m(input_ids=nxt[:, j:j + 1], position_ids=torch.tensor([[n + j]]), **{kw: step}).logits)
+        torch.testing.assert_close(torch.cat(one, 1), ref, atol=1e-5, rtol=1e-5)
+
+
+def test_layer_budget_left_padded_batch_equals_each_row_alone(models):
+    "A LayerBudget on a left-padded batch: each row generates what it generates alone (its padding stays masked)."
+    m = models["llama"]
+    a, b, ids, am = _padded_pair()
+    def go(x, mask):
+        with make_press("knorm", 0.5, budget=_LB)(m):
+            return m.generate(x, attention_mask=mask, max_new_tokens=12, do_sample=False, pad_token_id=0)
+    both, alone_a, alone_b = go(ids, am), go(a, torch.ones_like(a)), go(b, torch.ones_like(b))
+    assert _until_eos(both[0, 48:]) == _until_eos(alone_a[0, 48:]) and _until_eos(both[1, 48:]) == _until_eos(alone_b[0, 30:])
+
+
+def test_layer_budget_refuses_a_model_of_another_depth():
+    with pytest.raises(ValueError, match="measured on a model with 3 layers"):
+        with make_press("knorm", 0.5, budget=LayerBudget((0.1, 0.2), ((0.5, 0.1),) * 3))(tiny_model("llama")): pass
