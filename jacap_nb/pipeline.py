@@ -12,8 +12,9 @@ from tqdm.auto import tqdm
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['PROMPT_FORMATS', 'prompt_texts', 'encode_prompt', 'eos_token_ids', 'greedy_decode', 'CompressedContext',
-           'compress_context', 'answer', 'generate', 'calibrate_layer_budget']
+__all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt', 'eos_token_ids', 'greedy_decode',
+           'CompressedContext', 'compress_context', 'answer', 'generate', 'calibrate_layer_budget',
+           'shipped_layer_budget']
 
 # %% ../nbs/08_pipeline.ipynb #6f7b82bc
 from .cache import PressRun, LayerBudget, cache_bytes, _check_int
@@ -207,3 +208,13 @@ def calibrate_layer_budget(model:nn.Module, tokenizer,
         kept = kept + torch.stack(frac) / len(contexts)                    # (L, M)
     return LayerBudget(tuple(grid.tolist()), tuple(map(tuple, kept.clamp(0, 1).tolist())),
                        f"{scorer!r} on {len(contexts)} texts")
+
+# %% ../nbs/08_pipeline.ipynb #f1e49712
+SHIPPED_BUDGETS = {"smollm2": "smollm2-135m-instruct.json"}   # name -> file in jacap_nb/budgets/ (LayerBudget.save)
+
+def shipped_layer_budget(name:str="smollm2") -> LayerBudget:
+    "A `LayerBudget` measured for a model and shipped with the package (SmolLM2-135M-Instruct: `calibrate_layer_budget` on `jacap_nb.bench.calibration_texts`)."
+    if name not in SHIPPED_BUDGETS: raise ValueError(
+        f"no shipped budget for {name!r} (shipped: {', '.join(SHIPPED_BUDGETS)}); measure one with calibrate_layer_budget")
+    from importlib.resources import files
+    return LayerBudget.load(files("jacap_nb") / "budgets" / SHIPPED_BUDGETS[name])

@@ -57,7 +57,7 @@ def write_summary(out_dir, rows:list) -> list:
             w = csv.DictWriter(f, cols); w.writeheader(); w.writerows(summ)
     return summ
 
-# %% ../nbs/13_report.ipynb #f02d3647
+# %% ../nbs/13_report.ipynb #51018726
 ROW_FIELDS = ("task", "uid", "method", "ratio", "format", "correct", "prediction", "answer", "needle_kept", "kl", "top1",
               "ppl_full", "ppl_comp", "n_positions", "max_cache_tokens", "eviction_events", "context_tokens", "kept_tokens",
               "cache_bytes", "prefill_seconds", "compress_seconds", "decode_seconds", "pipeline_seconds")
@@ -92,9 +92,9 @@ def load_rows(path) -> list:
     return [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
 
 def compact_results(src, dst) -> int:
-    "Copy config.json and the summary from `src` to `dst` with the rows as a slim rows.csv; returns bytes written."
+    "Copy config.json, the summary (and a measured layer_budget.json) from `src` to `dst`, the rows as a slim rows.csv; returns bytes written."
     src, dst = Path(src), Path(dst); dst.mkdir(parents=True, exist_ok=True)
-    for f in ("config.json", "summary.json", "summary.csv"):
+    for f in ("config.json", "summary.json", "summary.csv", "layer_budget.json"):   # the budget a calibrated run measured
         if (src / f).exists(): shutil.copy(src / f, dst / f)
     rows = load_rows(src)
     cols = [c for c in ROW_FIELDS if any(c in r for r in rows)] + [c for c in META_FIELDS if any(c in r.get("meta", {}) for r in rows)]
