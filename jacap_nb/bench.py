@@ -24,7 +24,7 @@ from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode
 from .models import cache_kwarg
 from .report import write_summary, load_rows, markdown_table
 
-# %% ../nbs/12_bench.ipynb #df923c7e
+# %% ../nbs/12_bench.ipynb #35f22feb
 CALIBRATED = "calibrated"   # budget=calibrated: a LayerBudget measured on `calibration_texts` at the start of the run
 
 def calibration_texts(count_tokens=None,            # text -> tokens (default: `jacap_nb.tasks.approx_tokens`)
@@ -53,7 +53,8 @@ class MethodSpec:
         if isinstance(b, str) and b.endswith(".json"): return {**self.options, "budget": LayerBudget.load(b)}
         if b != CALIBRATED: return self.options
         if self.layer_budget is None: raise ValueError(
-            "budget='calibrated' is measured by run_bench (calibrate_layer_budget) before a press is built")
+            "budget='calibrated' is measured by run_bench (calibrate_layer_budget) before a press is built; elsewhere "
+            "give a saved one: budget=<file>.json (LayerBudget.save, e.g. a bench run's layer_budget.json)")
         return {**self.options, "budget": self.layer_budget}
 
 def parse_value(s:str):
@@ -89,7 +90,8 @@ def parse_method(spec:str) -> MethodSpec:
     b = m.options.get("budget")
     if isinstance(b, str) and b.endswith(".json") and not Path(b).is_file(): raise ValueError(
         f"budget={b!r}: no such file (a LayerBudget saved by LayerBudget.save, e.g. a run's layer_budget.json)")
-    make_press(m.name, 0.5, **{**m.options, "budget": "uniform"} if b == CALIBRATED else m.press_options)   # bad options fail now
+    stand_in = LayerBudget((0.5, 1.0), ((1.0, 1.0),))             # budget=calibrated is measured later: check the rest now
+    make_press(m.name, 0.5, **{**m.options, "budget": stand_in} if b == CALIBRATED else m.press_options)   # bad options fail now
     return m
 
 # %% ../nbs/12_bench.ipynb #e7f83e23
@@ -389,7 +391,7 @@ def _streaming_group(task, group, specs, ratios, fmt, model, tokenizer, store, o
 
 RUNNERS = {"qa": _qa_group, "fidelity": _fidelity_group, "streaming": _streaming_group}
 
-# %% ../nbs/12_bench.ipynb #29a97573
+# %% ../nbs/12_bench.ipynb #9acfa453
 def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
               methods:list,          # method strings (see `parse_method`)
               ratios:list,           # compression ratios in [0, 1)
@@ -430,7 +432,10 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     if any(s.options.get("budget") == CALIBRATED for s in specs):      # measured once per run, saved beside the rows
         lb = calibrate_layer_budget(model, tokenizer, calibration_texts(token_counter(tokenizer)), progress=progress)
-        lb.save(out_dir / "layer_budget.json")
+        saved = out_dir / "layer_budget.json"
+        if saved.exists() and LayerBudget.load(saved) != lb: raise ValueError(
+            f"{saved} holds another budget than the one measured now: the rows there were made with it; use a new --out")
+        lb.save(saved)
         for s in specs:
             if s.options.get("budget") == CALIBRATED: s.layer_budget = lb
     if any(needs_pipeline(s) for s in specs):

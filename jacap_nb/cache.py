@@ -15,15 +15,15 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 # %% auto #0
 __all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'StatsConfig', 'LayerView', 'PressRun',
-           'after_attention', 'head_budgets', 'head_slots', 'enable_head_masks', 'LayerBudget', 'apply_press',
-           'Prefill', 'cache_from_layers', 'capture_prefill', 'compress_layers']
+           'layer_counts', 'after_attention', 'head_budgets', 'head_slots', 'enable_head_masks', 'LayerBudget',
+           'apply_press', 'Prefill', 'cache_from_layers', 'capture_prefill', 'compress_layers']
 
 # %% ../nbs/06_cache.ipynb #ee14be8c
 from .scoring import select_tokens
 from .stats import QueryStats, ema_update, rope_mixture
 from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
 
-# %% ../nbs/06_cache.ipynb #f04d7c85
+# %% ../nbs/06_cache.ipynb #79936101
 class CompressedLayer(DynamicLayer):
     "A DynamicLayer whose physical length P (kept tokens) can be smaller than its logical length L (tokens seen)."
     logical_length: int = 0
@@ -49,8 +49,9 @@ class CompressedLayer(DynamicLayer):
         b, h, q = key_states.shape[:3]
         if self.slot_valid is not None:
             if not self._masked: raise RuntimeError(
-                "this cache has per-head budgets (padding slots that attention must not see) but the forward pass ran "
-                "without their masks: call jacap_nb.cache.enable_head_masks(model) once (a head-budget press does)")
+                "this cache was compressed with budgets that differ between layers or heads (each layer needs its own "
+                "mask, padding slots must stay unseen) but the forward pass ran without those masks: call "
+                "jacap_nb.cache.enable_head_masks(model) once (a press with such a budget does)")
             self._masked = False
             self.slot_valid = torch.cat([self.slot_valid, self.slot_valid.new_ones(b, h, q)], -1)
         new = torch.arange(self.logical_length, self.logical_length + q, device=key_states.device).expand(b, h, q)
@@ -234,13 +235,13 @@ class LayerView:
                        replay_attention=None if self.replay_attention is None else self.replay_attention[r:r + 1][:, :, slots],
                        q_proj_out=None if self.q_proj_out is None else self.q_proj_out[r:r + 1][:, t])
 
-# %% ../nbs/06_cache.ipynb #67f69001
+# %% ../nbs/06_cache.ipynb #b54e2b15
 class PressRun:
     "State of one application of a press: statistics, kept positions, eviction records, fallbacks."
     def __init__(self, press, model:nn.Module):
         self.press, self.adapters = press, model_adapters(model)
         self.records, self.kept_indices, self.stats, self.fallbacks = [], {}, {}, 0
-        self.attention_mask, self.step, self._prefill_keep, self._prefill_n, self._warned = None, 0, None, None, False
+        self.attention_mask, self.step, self._prefill_keep, self._layer_counts, self._warned = None, 0, None, None, False
         lb = getattr(press, "budget", None)
         if isinstance(lb, LayerBudget) and lb.n_layers != len(self.adapters): raise ValueError(
             f"the press's LayerBudget was measured on a model with {lb.n_layers} layers; this one has {len(self.adapters)} "
@@ -262,7 +263,7 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #3fa07054
+# %% ../nbs/06_cache.ipynb #a71fc074
 def _global_budget(press) -> bool:
     "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
     return getattr(press, "budget", "uniform") in ("heads", "layers")
@@ -272,11 +273,24 @@ def _uneven_layers(press) -> bool:
     return press is not None and (_global_budget(press) or isinstance(getattr(press, "budget", None), LayerBudget)) \
         and press.compression_ratio > 0
 
+def layer_counts(press,      # a press (or wrapped press) whose `budget` may be a `LayerBudget`
+                 n:int,      # real tokens of the prompt
+                ) -> list|None: # tokens each layer keeps; None: every layer keeps `press.prefill_keep(n)`
+    "What each layer keeps at prefill under the press's `LayerBudget`: the uniform budget's total, shared by one threshold."
+    lb = getattr(press, "budget", None)
+    if not isinstance(lb, LayerBudget) or press.compression_ratio == 0: return None
+    if n == 0: return [0] * lb.n_layers
+    return lb.counts(n, press.prefill_keep(n), min(press.n_protected + 1, n))
+
+def _set_prefill_budget(run:PressRun, ns:list):
+    "Each row's prefill budget, computed once per prefill: uniform `prefill_keep`, and per layer under a `LayerBudget`."
+    run._prefill_keep = [run.press.prefill_keep(n) for n in ns]
+    run._layer_counts = [layer_counts(run.press, n) for n in ns]
+
 def _layer_keep(run:PressRun, layer_idx:int) -> list:
-    "Each row's prefill budget for one layer: the uniform `prefill_keep`, or the layer's share under a `LayerBudget`."
-    lb = getattr(run.press, "budget", None)
-    if not isinstance(lb, LayerBudget) or run.press.compression_ratio == 0: return run._prefill_keep
-    return [lb.counts(n, k, min(run.press.n_protected + 1, n))[layer_idx] for n, k in zip(run._prefill_n, run._prefill_keep)]
+    "Each row's prefill budget for one layer."
+    if not run._layer_counts or run._layer_counts[0] is None: return run._prefill_keep
+    return [c[layer_idx] for c in run._layer_counts]
 
 def _refuse_batched_global_budget(press, b:int, padded:bool):
     if _global_budget(press) and press.compression_ratio > 0 and (b != 1 or padded): raise ValueError(
@@ -301,8 +315,7 @@ def _pre_forward(run:PressRun):
             f"attention_mask must cover the cached and new tokens ({seen} + {q}); got length {full.shape[1]}")
         run.attention_mask, run.step = full, run.step + (0 if run._replaying else 1)   # the replay pass is not a step
         if seen == 0 and not run._replaying:
-            run._prefill_n = [int(n) for n in full.sum(-1).tolist()]
-            run._prefill_keep, run._deferred = [run.press.prefill_keep(n) for n in run._prefill_n], {}
+            _set_prefill_budget(run, [int(n) for n in full.sum(-1).tolist()]); run._deferred = {}
             _refuse_batched_global_budget(run.press, b, not full.all())
             if getattr(run.press, "replay", False):
                 if b != 1: raise ValueError("a replay press compresses one prompt at a time (batch size 1)")
@@ -374,7 +387,7 @@ def after_attention(run:PressRun,           # the running application of a press
         view = replace(view, keys=layer.keys, values=layer.values, positions=layer.positions)
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
 
-# %% ../nbs/06_cache.ipynb #4d0a2a1f
+# %% ../nbs/06_cache.ipynb #aabb0880
 def _row_scores(press, view:LayerView, valid:Tensor) -> Tensor:
     "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots)."
     if valid.all(): return press.scores(view).float()
@@ -412,10 +425,14 @@ def _layer_scores(run:PressRun, view:LayerView, valid:Tensor, t0:float) -> tuple
 def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:list, physical:int):
     t0 = time.perf_counter()
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
-    if physical >= before: return
+    if physical >= before:                                   # nothing to evict; under uneven layers it still needs its mask
+        if _uneven_layers(run.press) and layer.slot_valid is None:
+            layer.slot_valid = run.attention_mask.gather(1, layer.positions[:, 0])[:, None].expand(layer.positions.shape).clone()
+            run.kept_indices[view.adapter.layer_idx] = layer.positions.clone()
+        return
     if layer.slot_valid is not None: raise ValueError(
-        "this cache was compressed under a global budget (heads keep different numbers of tokens); a second, uniform "
-        "eviction of it (decoding-time eviction, another press) is not supported")
+        "this cache was compressed with budgets that differ between layers or heads (a global budget or a LayerBudget); "
+        "a second, uniform eviction of it (decoding-time eviction, another press) is not supported")
     view = replace(view, stats=run.stats.get(view.adapter.layer_idx))
     valid = run.attention_mask.gather(1, layer.positions[:, 0])
     n_valid = valid.sum(-1).tolist()
@@ -493,7 +510,7 @@ def _post_forward(run:PressRun, model:nn.Module):
         _finish_replay(run, model, cache)
     return hook
 
-# %% ../nbs/06_cache.ipynb #1dc7e519
+# %% ../nbs/06_cache.ipynb #6af132ec
 def _top_counts(scores:list, order:Tensor, k:int, min_keep:int) -> list:
     "Per layer (Hkv,) counts of each head's pairs among the first k of `order` (indices into the flattened scores)."
     sizes = [s.numel() for s in scores]
@@ -588,6 +605,9 @@ def _head_mask_hook(ad:AttentionAdapter):
         additive = _attn_impl(mod) == "eager"                                    # read at every call: it can change
         h = kwargs.get("hidden_states", args[0] if args else None)
         b, q = sv.shape[0], h.shape[1]
+        if q == 1 and bool(sv.all()):                                            # one new token that may see every slot:
+            kwargs["attention_mask"] = None; layer._masked = True                # no mask at all (sdpa's fast path)
+            return args, kwargs
         old = sv.repeat_interleave(ad.group, 1)[:, :, None, :].expand(-1, -1, q, -1)
         new = torch.ones(q, q, dtype=torch.bool, device=sv.device).tril()[None, None]
         am = kwargs.get("attention_mask")
@@ -704,7 +724,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
         for hd in hooks: hd.remove()
         model._jacap_nb_run = None
 
-# %% ../nbs/06_cache.ipynb #b332d38d
+# %% ../nbs/06_cache.ipynb #0d3659cf
 @dataclass
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
@@ -763,8 +783,7 @@ def compress_layers(press,              # the press to apply
     _refuse_batched_global_budget(press, k0.shape[0], False)
     if _uneven_layers(press): enable_head_masks(model)
     run.step, run.attention_mask = 1, torch.ones(k0.shape[0], k0.shape[2], dtype=torch.bool, device=k0.device)
-    run._prefill_n = [k0.shape[2]] * k0.shape[0]
-    run._prefill_keep = [press.prefill_keep(k0.shape[2])] * k0.shape[0]
+    _set_prefill_budget(run, [k0.shape[2]] * k0.shape[0])
     cache = prefill.full_cache()
     for ad, lay in zip(run.adapters, prefill.layers):
         layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(cache.layers[ad.layer_idx])
@@ -772,7 +791,7 @@ def compress_layers(press,              # the press to apply
     if run._deferred: _evict_heads(run)
     return cache, run
 
-# %% ../nbs/06_cache.ipynb #79d88898
+# %% ../nbs/06_cache.ipynb #794df101
 @torch.no_grad()
 def _compress_replay(press, model:nn.Module, prefill:Prefill) -> tuple:
     "A replay press on a captured prefill: the replay pass needs the model, so it runs on a copy of the full cache."
@@ -780,8 +799,7 @@ def _compress_replay(press, model:nn.Module, prefill:Prefill) -> tuple:
     with press(model) as run:
         for ad in run.adapters: cache.layers[ad.layer_idx] = CompressedLayer.from_layer(cache.layers[ad.layer_idx])
         run.step, run.attention_mask = 1, torch.ones_like(prefill.ids, dtype=torch.bool)
-        run._prefill_n = [prefill.n_tokens] * prefill.ids.shape[0]
-        run._prefill_keep = [press.prefill_keep(prefill.n_tokens)] * prefill.ids.shape[0]
+        _set_prefill_budget(run, [prefill.n_tokens] * prefill.ids.shape[0])
         run._prompt_ids = prefill.ids
         _finish_replay(run, model, cache)
     return cache, run

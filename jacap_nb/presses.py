@@ -215,7 +215,7 @@ class Jacap(Scorer):
 # %% ../nbs/07_presses.ipynb #e46ff42f
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
 
-# %% ../nbs/07_presses.ipynb #1e915c73
+# %% ../nbs/07_presses.ipynb #52e2a3f9
 BUDGETS = ("uniform", "heads", "layers")
 
 @dataclass
@@ -269,19 +269,13 @@ class EvictionPress:
             "n_sink or window, or give a longer prompt")
         return keep
 
-    def layer_keep(self, n:int, layer:int) -> int:
-        "Real tokens layer `layer` keeps at prefill: `prefill_keep(n)`, or the layer's share under a `LayerBudget`."
-        keep = self.prefill_keep(n)
-        if not isinstance(self.budget, LayerBudget) or self.compression_ratio == 0: return keep
-        return self.budget.counts(n, keep, min(self.n_protected + 1, n))[layer]
-
     def protected(self, view:LayerView, valid:Tensor) -> Tensor:
         "bool (B, Hkv, P): each row's first `n_sink` and last `window` real slots."
         return rank_protect(valid, self.n_sink, self.window)[:, None].expand(view.keys.shape[:3])
 
     def scores(self, view:LayerView) -> Tensor: return self.scorer(view)
 
-# %% ../nbs/07_presses.ipynb #1142d316
+# %% ../nbs/07_presses.ipynb #1557ff40
 @dataclass
 class PressWrapper:
     "Base of the wrappers: every part of the press protocol is the wrapped press's unless overridden."
@@ -311,7 +305,6 @@ class PressWrapper:
     @property
     def budget(self) -> str|LayerBudget: return self.press.budget
     def prefill_keep(self, n:int) -> int: return self.press.prefill_keep(n)
-    def layer_keep(self, n:int, layer:int) -> int: return self.press.layer_keep(n, layer)
     def protected(self, view, valid): return self.press.protected(view, valid)
     def scores(self, view): return self.press.scores(view)
 

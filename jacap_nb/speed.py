@@ -43,7 +43,7 @@ def peak_tensor_bytes(fn,          # a function of no arguments
     with _TensorMemory() as mem: out = fn()
     return out, mem.peak
 
-# %% ../nbs/15_speed.ipynb #f08e1c97
+# %% ../nbs/15_speed.ipynb #da8f432c
 def best_of(fn, repeats:int=3) -> float:
     "The fastest of `repeats` wall-clock timings of `fn()` (seconds)."
     out = []
@@ -56,7 +56,7 @@ def _press_for(spec, ratio):
         try: from jacap_nb.kvpress_compat import make_kvpress
         except ImportError as e: raise ValueError(f"kvpress methods need kvpress: {e}") from None
         return make_kvpress(spec.name, ratio, **spec.options)
-    return make_press(spec.name, ratio, **spec.options)
+    return make_press(spec.name, ratio, **spec.press_options)     # budget=<file>.json: a saved LayerBudget
 
 @torch.no_grad()
 def time_compression(spec, model, prefill, ratio:float=0.75, repeats:int=3) -> dict:

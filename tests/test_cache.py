@@ -8,7 +8,7 @@ import copy, warnings
 import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 from jacap_nb import scoring
-from jacap_nb.cache import CompressedLayer, LayerBudget, cache_bytes, capture_prefill, compress_layers
+from jacap_nb.cache import CompressedLayer, LayerBudget, layer_counts, cache_bytes, capture_prefill, compress_layers
 from jacap_nb.models import tiny_model, cache_kwarg, model_adapters
 from jacap_nb.presses import SCORERS, Scorer, make_press, EvictionPress, KNorm
 from tinytools import count_attention_calls, rand_ids, physical
@@ -451,7 +451,7 @@ def _heads_compressed() -> tuple:
 def test_head_budget_cache_refuses_an_unmasked_forward():
     "A cache with padding slots raises in a model without the head-mask hook instead of attending to the padding."
     m, cache = _heads_compressed()
-    with pytest.raises(RuntimeError, match="without their masks"):
+    with pytest.raises(RuntimeError, match="without those masks"):
         with torch.no_grad(): tiny_model("llama")(input_ids=torch.tensor([[5]]), position_ids=torch.tensor([[40]]), **{cache_kwarg(m): cache})
 
 
@@ -476,7 +476,7 @@ def test_global_budget_totals(budget, arch):
 def test_global_budget_cache_refuses_a_second_uniform_eviction():
     "A padded cache is not evicted again by a uniform press (it would keep padding as tokens): a clear error instead."
     m, cache = _heads_compressed()
-    with pytest.raises(ValueError, match="compressed under a global budget"):
+    with pytest.raises(ValueError, match="budgets that differ between layers or heads"):
         with torch.no_grad(), make_press("knorm", 0.0, max_cache_tokens=8)(m):
             m(input_ids=torch.tensor([[5, 6]]), position_ids=torch.tensor([[40, 41]]), **{cache_kwarg(m): cache})
 
@@ -524,7 +524,7 @@ def test_layer_budget_eviction_equals_masking(arch, attn):
     ids = torch.randint(3, 128, (1, n), generator=torch.Generator().manual_seed(3))
     press = make_press("jacap", 0.5, budget=_LB)
     ev, run = compress_layers(press, m, capture_prefill(m, ids))
-    assert physical(ev) == [press.layer_keep(n, 0), press.layer_keep(n, 1)] and physical(ev)[0] > 30 > physical(ev)[1]
+    assert physical(ev) == layer_counts(press, n) and physical(ev)[0] > 30 > physical(ev)[1]
     assert sum(physical(ev)) == 2 * press.prefill_keep(n)                      # the uniform budget's memory
     masks = _per_layer_masks([run.kept_indices[i] for i in range(2)], n, q, model_adapters(m)[0].group)
     ref_model = tiny_model(arch); ref_model.set_attn_implementation(attn)
@@ -555,3 +555,40 @@ def test_layer_budget_left_padded_batch_equals_each_row_alone(models):
 def test_layer_budget_refuses_a_model_of_another_depth():
     with pytest.raises(ValueError, match="measured on a model with 3 layers"):
         with make_press("knorm", 0.5, budget=LayerBudget((0.1, 0.2), ((0.5, 0.1),) * 3))(tiny_model("llama")): pass
+
+
+def test_layer_budget_with_a_layer_that_keeps_everything():
+    "A later layer keeping all its tokens while layer 0 is compressed still gets its own mask (and its kept positions)."
+    from tinytools import CharTokenizer
+    from jacap_nb.pipeline import compress_context, answer
+    m, tok = tiny_model("llama"), CharTokenizer()
+    press = make_press("knorm", 0.1, budget=LayerBudget((0.01, 0.5), ((0.5, 0.0), (0.9, 0.1))))
+    ctx = compress_context(m, tok, "x" * 80, press)
+    assert physical(ctx.cache)[1] == ctx.n_tokens > physical(ctx.cache)[0]              # layer 1 keeps every token
+    assert sorted(ctx.run.kept_indices) == [0, 1]
+    assert isinstance(answer(m, tok, ctx, "what?", 4), str)                               # the question runs
+
+
+def test_layer_budget_counts_are_what_the_cache_holds():
+    "layer_counts(press, n) is what each layer keeps: with protected spans, through a replay press, hooked or replayed."
+    m, ids = tiny_model("llama"), rand_ids(60)
+    for press in (make_press("jacap", 0.5, budget=_LB, protect=[(10, 30)]),
+                  make_press("jacap", 0.5, budget=_LB, queries="replay", score="attention", prior_weight=0),
+                  make_press("knorm", 0.75, budget=_LB, head_reduce="layer")):
+        replayed = compress_layers(press, m, capture_prefill(m, ids))[0]
+        hooked = DynamicCache()
+        with torch.no_grad(), press(m): m.model(input_ids=ids, **{cache_kwarg(m): hooked})
+        assert physical(replayed) == physical(hooked) == layer_counts(press, 60), press
+        assert sum(layer_counts(press, 60)) == 2 * press.prefill_keep(60)
+
+
+def test_calibrate_layer_budget_on_a_tiny_model():
+    "Two texts, a tiny model: one non-increasing row of kept fractions per layer, usable by a press of that model."
+    from tinytools import CharTokenizer
+    from jacap_nb.pipeline import calibrate_layer_budget, compress_context
+    m, tok = tiny_model("llama"), CharTokenizer()
+    lb = calibrate_layer_budget(m, tok, ["abcdefgh " * 8, "hello world, " * 6], progress=False)
+    k = torch.tensor(lb.kept)
+    assert lb.n_layers == 2 and k.shape[1] == len(lb.thresholds) and (k.diff(dim=1) <= 0).all() and k[:, 0].max() > 0
+    ctx = compress_context(m, tok, "a quick brown fox " * 4, make_press("knorm", 0.5, budget=lb))
+    assert sum(physical(ctx.cache)) == 2 * make_press("knorm", 0.5).prefill_keep(ctx.n_tokens)
