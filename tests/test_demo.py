@@ -59,3 +59,18 @@ def test_demo_on_smollm2():
     n = res["costs"][("full", 0.0)]["kept"]
     for (m, r), c in res["costs"].items():
         if m != "full": assert c["kept"] == pytest.approx(int(n * (1 - r)), abs=1) and c["mib"] < (1 - r + 0.02) * res["costs"][("full", 0.0)]["mib"]
+
+
+def test_demo_measured_budget_column():
+    "A LayerBudget adds 'jacap+budget' columns equal to generate with that budget; 'shipped' adds none on a tiny model."
+    from jacap_nb.cache import LayerBudget
+    from jacap_nb.demo import MEASURED
+    model, tok = tiny_model("llama"), CharTokenizer()
+    lb = LayerBudget((0.01, 0.5), ((0.9, 0.1), (0.5, 0.0)))
+    kw = dict(prompts=1, tokens=128, ratios=(0.75,), methods=("knorm",), filler="repetitive", model=model, tokenizer=tok, verbose=False)
+    res = demo(layer_budget=lb, **kw)
+    ex = passkey_examples(lengths=[128], depths=_evenly(1), n=1, filler="repetitive", seed=0, count_tokens=token_counter(tok))[0]
+    want = generate(model, tok, ex.context, ex.question, make_press("jacap", 0.75, budget=lb), 12, ex.answer_prefix, stop=number_complete)
+    assert res["cells"][(ex.meta["depth"], MEASURED, 0.75)]["answer"] == want
+    assert {m for _, m, _ in demo(**kw)["cells"]} == {"full", "knorm"}                 # "shipped": SmolLM2's only
+    with pytest.raises(TypeError, match="layer_budget must be"): demo(layer_budget="mine", **kw)
