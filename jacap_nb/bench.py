@@ -24,8 +24,10 @@ from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode
 from .models import cache_kwarg
 from .report import write_summary, load_rows, markdown_table
 
-# %% ../nbs/12_bench.ipynb #35f22feb
+# %% ../nbs/12_bench.ipynb #debcfa02
 CALIBRATED = "calibrated"   # budget=calibrated: a LayerBudget measured on `calibration_texts` at the start of the run
+
+def _saved_budget(b) -> bool: return isinstance(b, str) and b.endswith(".json")   # budget=<file>.json: LayerBudget.save
 
 def calibration_texts(count_tokens=None,            # text -> tokens (default: `jacap_nb.tasks.approx_tokens`)
                       lengths=(1024, 2048),         # tokens per text
@@ -44,14 +46,13 @@ class MethodSpec:
     backend: str   # "full", "jacap_nb" or "kvpress"
     name: str      # scorer name or kvpress press class name
     options: dict = field(default_factory=dict)
-    layer_budget: object = None  # budget="calibrated": the LayerBudget `run_bench` measured for the model
+    layer_budget: object = None  # budget=<file>.json: read by `parse_method`; budget=calibrated: measured by `run_bench`
 
     @property
     def press_options(self) -> dict:
         "The options as `make_press` takes them: budget='calibrated' (or a saved budget's .json) replaced by a `LayerBudget`."
         b = self.options.get("budget")
-        if isinstance(b, str) and b.endswith(".json"): return {**self.options, "budget": LayerBudget.load(b)}
-        if b != CALIBRATED: return self.options
+        if not (b == CALIBRATED or _saved_budget(b)): return self.options
         if self.layer_budget is None: raise ValueError(
             "budget='calibrated' is measured by run_bench (calibrate_layer_budget) before a press is built; elsewhere "
             "give a saved one: budget=<file>.json (LayerBudget.save, e.g. a bench run's layer_budget.json)")
@@ -88,10 +89,12 @@ def parse_method(spec:str) -> MethodSpec:
         f"unknown method {name!r}; valid: full, {', '.join(SCORERS)}, or kvpress:<Press> (in the kvpress environment)")
     m = MethodSpec(spec, "jacap_nb", name, _parse_options(opts, spec))
     b = m.options.get("budget")
-    if isinstance(b, str) and b.endswith(".json") and not Path(b).is_file(): raise ValueError(
-        f"budget={b!r}: no such file (a LayerBudget saved by LayerBudget.save, e.g. a run's layer_budget.json)")
-    stand_in = LayerBudget((0.5, 1.0), ((1.0, 1.0),))             # budget=calibrated is measured later: check the rest now
-    make_press(m.name, 0.5, **{**m.options, "budget": stand_in} if b == CALIBRATED else m.press_options)   # bad options fail now
+    if _saved_budget(b):                                           # read once, here: every press of the run shares it
+        if not Path(b).is_file(): raise ValueError(
+            f"budget={b!r}: no such file (a LayerBudget saved by LayerBudget.save, e.g. a run's layer_budget.json)")
+        m.layer_budget = LayerBudget.load(b)
+    # budget=calibrated is measured later, once the model is loaded: a stand-in checks the other options now
+    make_press(m.name, 0.5, **{**m.options, "budget": LayerBudget.uniform()} if b == CALIBRATED else m.press_options)
     return m
 
 # %% ../nbs/12_bench.ipynb #e7f83e23

@@ -263,15 +263,22 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #a71fc074
+# %% ../nbs/06_cache.ipynb #bea33cf7
 def _global_budget(press) -> bool:
     "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
     return getattr(press, "budget", "uniform") in ("heads", "layers")
 
+def _uneven_budget(budget) -> bool:
+    "Whether a `budget` value makes layers (or heads) keep different numbers of tokens: 'heads', 'layers' or a `LayerBudget`."
+    return isinstance(budget, LayerBudget) or budget in ("heads", "layers")
+
 def _uneven_layers(press) -> bool:
-    "Whether the press's layers keep different numbers of tokens (a global budget or a `LayerBudget`): one mask per layer."
-    return press is not None and (_global_budget(press) or isinstance(getattr(press, "budget", None), LayerBudget)) \
-        and press.compression_ratio > 0
+    "Whether this press will leave layers of different lengths (each then needs its own mask)."
+    return press is not None and _uneven_budget(getattr(press, "budget", "uniform")) and press.compression_ratio > 0
+
+def _own_mask(run:PressRun, layer:CompressedLayer):
+    "Under uneven layers: the layer's slot validity (its rows' real tokens), so the head-mask hook gives it its own mask."
+    layer.slot_valid = run.attention_mask.gather(1, layer.positions[:, 0])[:, None].expand(layer.positions.shape).clone()
 
 def layer_counts(press,      # a press (or wrapped press) whose `budget` may be a `LayerBudget`
                  n:int,      # real tokens of the prompt
@@ -387,7 +394,7 @@ def after_attention(run:PressRun,           # the running application of a press
         view = replace(view, keys=layer.keys, values=layer.values, positions=layer.positions)
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
 
-# %% ../nbs/06_cache.ipynb #aabb0880
+# %% ../nbs/06_cache.ipynb #d4792e59
 def _row_scores(press, view:LayerView, valid:Tensor) -> Tensor:
     "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots)."
     if valid.all(): return press.scores(view).float()
@@ -427,8 +434,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
     if physical >= before:                                   # nothing to evict; under uneven layers it still needs its mask
         if _uneven_layers(run.press) and layer.slot_valid is None:
-            layer.slot_valid = run.attention_mask.gather(1, layer.positions[:, 0])[:, None].expand(layer.positions.shape).clone()
-            run.kept_indices[view.adapter.layer_idx] = layer.positions.clone()
+            _own_mask(run, layer); run.kept_indices[view.adapter.layer_idx] = layer.positions.clone()
         return
     if layer.slot_valid is not None: raise ValueError(
         "this cache was compressed with budgets that differ between layers or heads (a global budget or a LayerBudget); "
@@ -443,8 +449,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
         scores = layer.positions.float().masked_fill(~valid[:, None], float("-inf"))
     idx = select_slots(scores, valid, real_keep, physical, run.press.protected(view, valid))
     layer.evict(idx)
-    if _uneven_layers(run.press):                            # layers differ in length: each gets its own mask (the hook)
-        layer.slot_valid = run.attention_mask.gather(1, layer.positions[:, 0])[:, None].expand(layer.positions.shape).clone()
+    if _uneven_layers(run.press): _own_mask(run, layer)      # layers differ in length: each gets its own mask (the hook)
     seconds = time.perf_counter() - t0                       # scoring + selection + gather, not the bookkeeping below
     kept_valid = run.attention_mask.gather(1, layer.positions[:, 0])
     ages = (layer.logical_length - 1 - layer.positions).float()[kept_valid[:, None].expand_as(layer.positions)]
@@ -628,7 +633,7 @@ def enable_head_masks(model:nn.Module):
     for ad in model_adapters(model): ad.module.register_forward_pre_hook(_head_mask_hook(ad), with_kwargs=True)
     model._jacap_nb_head_masks = True
 
-# %% ../nbs/06_cache.ipynb #f5a09b96
+# %% ../nbs/06_cache.ipynb #85053a7b
 def _apportion(weights:Tensor,  # (L,) non-negative: how much each part should get
                total:int,       # what the parts add up to
                lo:int, hi:int,  # bounds of every part
@@ -696,6 +701,10 @@ class LayerBudget:
     def load(cls, path) -> "LayerBudget":
         "Read a budget written by `save`."
         return cls(**json.loads(Path(path).read_text()))
+    @classmethod
+    def uniform(cls, n_layers:int=1) -> "LayerBudget":
+        "Every layer the same share: what a uniform budget keeps (a stand-in where only the type matters, e.g. checks)."
+        return cls((0.5, 1.0), ((1.0, 1.0),) * n_layers, "uniform")
     def __repr__(self): return f"LayerBudget({self.n_layers} layers, {len(self.thresholds)} thresholds{', ' + self.source if self.source else ''})"
 
 # %% ../nbs/06_cache.ipynb #58c51273

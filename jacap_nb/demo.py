@@ -16,7 +16,7 @@ from .pipeline import compress_context, answer, PROMPT_FORMATS, shipped_layer_bu
 from .cache import LayerBudget
 from .tasks import passkey_examples, token_counter, passkey_correct, number_complete, source_sentences
 
-# %% ../nbs/10_demo.ipynb #c43c217b
+# %% ../nbs/10_demo.ipynb #d9ae9cb9
 DEMO_METHODS = ("jacap", "snapkv")   # Jacap and the baseline shown next to it
 
 MEASURED = "jacap+budget"   # the demo's column of Jacap with the model's measured per-layer budget (`LayerBudget`)
@@ -38,14 +38,18 @@ def _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options, lay
     if layer_budget is not None and layer_budget != "shipped" and not isinstance(layer_budget, LayerBudget): raise TypeError(
         f"layer_budget must be 'shipped', None or a LayerBudget; got {layer_budget!r}")
     if layer_budget is not None:                                   # the measured-budget column's press, with a stand-in
-        for r in ratios: make_press("jacap", r, **{**options, "budget": LayerBudget((0.5, 1.0), ((1.0, 1.0),))}).prefill_keep(tokens)
+        for r in ratios: make_press("jacap", r, **{**options, "budget": LayerBudget.uniform()}).prefill_keep(tokens)
     source_sentences(filler)                                       # an unknown or missing text source fails here
+
+def _is_smollm2(model) -> bool:
+    "Whether `model` is the embedded SmolLM2 (`load_smollm2` writes its copy under a path naming it)."
+    return "smollm2" in (getattr(model.config, "name_or_path", "") or "").lower()
 
 def _evenly(n:int) -> list:
     "n depths spread over [0.1, 0.9]."
     return [0.5] if n == 1 else [round(0.1 + 0.8 * i / (n - 1), 3) for i in range(n)]
 
-# %% ../nbs/10_demo.ipynb #20eb3a0a
+# %% ../nbs/10_demo.ipynb #0dab3066
 @torch.no_grad()
 def demo(prompts:int=3,              # passkey prompts (needle depths spread over 10%-90% of the context)
          tokens:int=1024,            # filler tokens per prompt
@@ -63,9 +67,8 @@ def demo(prompts:int=3,              # passkey prompts (needle depths spread ove
     "Answer passkey prompts with the full cache and every method x ratio; print whole answers and the cache each kept."
     ratios, methods = tuple(ratios), tuple(methods)
     _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options, layer_budget)
-    smollm2 = model is None or "smollm2" in (getattr(model.config, "name_or_path", "") or "").lower()
     lb = layer_budget if isinstance(layer_budget, LayerBudget) else \
-        shipped_layer_budget("smollm2") if layer_budget == "shipped" and smollm2 else None
+        shipped_layer_budget("smollm2") if layer_budget == "shipped" and (model is None or _is_smollm2(model)) else None
     say = print if verbose else (lambda *a, **k: None)
     t0 = time.perf_counter()
     if model is None:
@@ -94,7 +97,7 @@ def _label(m, r): return "full cache" if m == "full" else f"{m} {r:g}"
 
 def _print_demo(exs, cols, cells, costs, load_s, total_s, fmt, filler, model):
     name = getattr(model.config, "name_or_path", "") or type(model).__name__
-    name = "SmolLM2-135M-Instruct" if "smollm2" in name.lower() else name.rstrip("/").split("/")[-1]
+    name = "SmolLM2-135M-Instruct" if _is_smollm2(model) else name.rstrip("/").split("/")[-1]
     print(f"{name} (loaded in {load_s:.1f} s); {len(exs)} passkey prompts of ~{exs[0].meta['length']} "
           f"tokens of {filler} prose, {fmt} prompt format\n")
     head = ["needle depth", "expected"] + [_label(m, r) for m, r in cols]

@@ -16,9 +16,9 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIO
            'PressWrapper', 'DecodingEviction', 'share_layer_scores', 'SharedKeep', 'ProtectSpans', 'make_press',
            'press_config']
 
-# %% ../nbs/07_presses.ipynb #a45fc027
+# %% ../nbs/07_presses.ipynb #ac5cfac0
 from . import scoring
-from .cache import StatsConfig, LayerView, LayerBudget, apply_press, rank_protect, _check_int
+from .cache import StatsConfig, LayerView, LayerBudget, apply_press, rank_protect, _check_int, _uneven_budget
 
 # %% ../nbs/07_presses.ipynb #de292fc1
 class Scorer:
@@ -308,7 +308,7 @@ class PressWrapper:
     def protected(self, view, valid): return self.press.protected(view, valid)
     def scores(self, view): return self.press.scores(view)
 
-# %% ../nbs/07_presses.ipynb #202e7a92
+# %% ../nbs/07_presses.ipynb #f40a281f
 @dataclass
 class DecodingEviction(PressWrapper):
     "Adds a high-water mark while generating: a layer that reaches `max_cache_tokens` is brought down to the target."
@@ -324,7 +324,7 @@ class DecodingEviction(PressWrapper):
         if self.press.replay: raise ValueError(
             "a replay press (queries='replay') compresses once, after the prefill and its re-reading pass; it cannot "
             "also evict while generating: drop max_cache_tokens, or use queries='context'")
-        if self.press.budget in ("heads", "layers") or isinstance(self.press.budget, LayerBudget): raise ValueError(
+        if _uneven_budget(self.press.budget): raise ValueError(
             f"a budget that differs between layers or heads (budget={self.press.budget!r}) is set once, at the prefill; "
             "it cannot also evict while generating: drop max_cache_tokens, or use budget='uniform'")
         prot = self.press.n_protected

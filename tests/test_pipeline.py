@@ -5,7 +5,7 @@ import copy, functools
 import pytest, torch
 from transformers import DynamicCache
 from jacap_nb.models import tiny_model, cache_kwarg, load_smollm2
-from jacap_nb.cache import capture_prefill, compress_layers
+from jacap_nb.cache import capture_prefill, compress_layers, LayerBudget
 from jacap_nb.presses import make_press
 from jacap_nb.pipeline import (PROMPT_FORMATS, prompt_texts, encode_prompt, eos_token_ids, greedy_decode, CompressedContext,
                                compress_context, answer, generate)
@@ -220,7 +220,8 @@ def test_run_bench_bad_options(case, tmp_path):
 PRESSES = {"full": lambda: None, "jacap 0.5": lambda: make_press("jacap", 0.5), "knorm 0.75 shared": lambda: make_press("knorm", 0.75, head_reduce="layer"),
            "snapkv 0.5 window 4": lambda: make_press("snapkv", 0.5, window=4),
            "jacap replay heads 0.75": lambda: make_press("jacap", 0.75, queries="replay", score="attention", prior_weight=0, budget="heads"),
-           "jacap replay layers 0.75": lambda: make_press("jacap", 0.75, queries="replay", score="attention", prior_weight=0, budget="layers")}
+           "jacap replay layers 0.75": lambda: make_press("jacap", 0.75, queries="replay", score="attention", prior_weight=0, budget="layers"),
+           "jacap measured budget 0.75": lambda: make_press("jacap", 0.75, budget=LayerBudget((0.01, 0.5), ((0.9, 0.1), (0.5, 0.0))))}
 QUESTIONS = ["What is the colour of the sky?", "Where do we go?", "What is green?"]
 
 
