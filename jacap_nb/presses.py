@@ -129,7 +129,7 @@ def _check_number(name, x, positive=False, lo=None, hi=None):
         rng = "> 0" if positive else f"in [{lo}, {hi}]"
         raise ValueError(f"{name} must be a finite number {rng}; got {x!r}")
 
-# %% ../nbs/07_presses.ipynb #764388de
+# %% ../nbs/07_presses.ipynb #dd13768d
 JACAP_SCORES = ("capacity", "attention")
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ class Jacap(Scorer):
             return _grouped(view, lambda k, v, q_mean, q_var: scoring.jacap_scores(k, v, q_mean, q_var, self.tau, self.noise_var),
                             q_mean=mu, q_var=var)
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
-            w = scoring.prior_attention(view.keys_pre, self.breadth).float()
+            w = scoring._prior_attention(view.keys_pre, self.breadth).float()
             return w if self.score == "attention" else scoring.centred_leverage(w, view.values, self.noise_var)
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
@@ -199,18 +199,18 @@ class Jacap(Scorer):
             kpos = qpos = None                                                 # a plain prefill: the fast path
         else: kpos = view.positions
         if self.score == "attention":
-            worst = scoring.context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
+            worst = scoring._context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
                                               key_positions=None if kpos is None else kpos[..., None, :],
                                               block=self.block, halo=self.halo).amax(-2)
             return self._attention(view, worst)
-        return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
+        return scoring._context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
                                             self.noise_var, causal=self.causal, key_positions=kpos,
                                             query_positions=qpos, block=self.block, halo=self.halo)
 
     def _attention(self, view, worst:Tensor) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."
         w = (1 - self.prior_weight) * worst.float()
-        return w if self.prior_weight == 0 else w + self.prior_weight * scoring.prior_attention(view.keys_pre, self.breadth).float()
+        return w if self.prior_weight == 0 else w + self.prior_weight * scoring._prior_attention(view.keys_pre, self.breadth).float()
 
 # %% ../nbs/07_presses.ipynb #e46ff42f
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}

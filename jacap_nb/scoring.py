@@ -56,7 +56,7 @@ def _check_query(keys:Tensor, x:Tensor, name:str, nonneg:bool=False):
     _require_finite(x, name)
     if nonneg and (x < 0).any(): raise ValueError(f"{name} must be non-negative (it is a variance)")
 
-# %% ../nbs/01_scoring.ipynb #5677dbd5
+# %% ../nbs/01_scoring.ipynb #83c77ce6
 def _check_noise_var(noise_var):
     "sigma^2 must be a finite number > 0 or the string \"auto\"."
     if isinstance(noise_var, str):
@@ -68,9 +68,14 @@ def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
     _check_noise_var(noise_var)
     a, w = _capacity_matrix(weights, values, noise_var)
     v = values.to(a.dtype)
-    chol = torch.linalg.cholesky(a)                            # A = L L^T
-    x = torch.linalg.solve_triangular(chol, v.transpose(-1, -2), upper=False)  # L^{-1} v_i, (..., d_v, N)
-    return (w * x.square_().sum(-2)).float()                   # in place: no second (..., d_v, N) buffer
+    return (w * _whitened_sq_norms(a, v)).float()
+
+def _whitened_sq_norms(a:Tensor, x:Tensor) -> Tensor:
+    "||L^{-1} x_i||^2 = x_i^T A^{-1} x_i for SPD A = L L^T (..., d, d) and rows x (..., N, d): a d x d inverse, then one product over N."
+    chol = torch.linalg.cholesky(a)
+    eye = torch.eye(a.shape[-1], dtype=a.dtype, device=a.device).expand_as(chol)
+    linv = torch.linalg.solve_triangular(chol, eye, upper=False)  # L^{-1}: d x d work, not N-sized
+    return (x @ linv.mT).square_().sum(-1)                     # rows of X L^{-T}; in place: one (..., N, d) buffer
 
 def _capacity_matrix(weights:Tensor, values:Tensor, noise_var) -> tuple[Tensor, Tensor]:
     "A = I + sum_j (w_j/sigma^2) v_j v_j^T (..., d_v, d_v) and the scaled weights w/sigma^2 (..., N)."
@@ -146,29 +151,35 @@ def _use_triton(keys, backend:str) -> bool:
         return True
     return ok and isinstance(keys, Tensor) and keys.is_cuda
 
-# %% ../nbs/01_scoring.ipynb #c3bce786
+# %% ../nbs/01_scoring.ipynb #c172efb2
 def key_leverage(keys:Tensor,       # keys (..., N, d), pre-RoPE for a position-free geometry
                  ridge:float=1e-3,  # lambda as a fraction of the mean eigenvalue of the centred Gram
                 ) -> Tensor:        # leverage h (..., N) in [0, 1), summing to about d
     "Ridge leverage of the centred keys: h_i = k~_i^T (K~^T K~ + lambda I)^{-1} k~_i."
     _check_cache(keys); _require_positive(ridge, "ridge")
+    return _key_leverage(keys, ridge)
+
+def _key_leverage(keys, ridge=1e-3):
+    "Unchecked `key_leverage` (the press's path: its inputs come from the model, its scores are checked afterwards)."
     x = keys.to(_compute_dtype(keys))
     x = x - x.mean(-2, keepdim=True)
     g = x.mT @ x
     lam = ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(torch.finfo(g.dtype).tiny)
-    chol = torch.linalg.cholesky(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device))
-    return torch.linalg.solve_triangular(chol, x.mT, upper=False).square_().sum(-2)
+    return _whitened_sq_norms(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device), x)
 
 def prior_attention(keys:Tensor,      # keys (..., N, d)
                     breadth:float=1.0, # c: the prior's average logit variance
                     ridge:float=1e-3,
                    ) -> Tensor:        # E_prior[alpha_i] (..., N), sums to 1
     "Expected attention under the whitened prior q ~ N(0, c N (K~^T K~)^{-1}) (mean-field): softmax(c N h / 2d)."
-    _require_positive(breadth, "breadth")
-    n, d = keys.shape[-2], keys.shape[-1]
-    return torch.softmax(breadth * n * key_leverage(keys, ridge) / (2 * d), -1)
+    _check_cache(keys); _require_positive(breadth, "breadth"); _require_positive(ridge, "ridge")
+    return _prior_attention(keys, breadth, ridge)
 
-# %% ../nbs/01_scoring.ipynb #34998a56
+def _prior_attention(keys, breadth=1.0, ridge=1e-3):
+    n, d = keys.shape[-2], keys.shape[-1]
+    return torch.softmax(breadth * n * _key_leverage(keys, ridge) / (2 * d), -1)
+
+# %% ../nbs/01_scoring.ipynb #272d951e
 def _check_ctx_queries(keys, queries):
     if not isinstance(queries, Tensor) or queries.ndim < 2 or queries.shape[-1] != keys.shape[-1]: raise ValueError(
         f"queries must have shape (..., T, d={keys.shape[-1]}); got {tuple(getattr(queries, 'shape', ()))}")
@@ -185,43 +196,86 @@ def context_attention(keys:Tensor,     # keys (..., N, d), post-RoPE (what the q
                       chunk:int=256,   # queries per matrix product in exact mode (bounds memory)
                      ) -> Tensor:      # float32 max_t alpha_i(q_t) (..., N); 0 for keys no query sees
     "The worst-case (largest) attention each key receives from the given queries: max_t softmax(q_t K^T / sqrt d)_i."
-    n = _check_cache(keys); _check_ctx_queries(keys, queries)
-    t, dev = queries.shape[-2], keys.device
+    _check_cache(keys); _check_ctx_queries(keys, queries)
+    return _context_attention(keys, queries, causal, key_positions, query_positions, n_sink, block, halo, chunk)
+
+def _context_attention(keys, queries, causal=True, key_positions=None, query_positions=None, n_sink=4, block=None, halo=64, chunk=256):
+    "Unchecked `context_attention`."
+    n, t, dev = keys.shape[-2], queries.shape[-2], keys.device
     kpos = torch.arange(n, device=dev) if key_positions is None else key_positions.to(dev)
     qpos = torch.arange(n - t, n, device=dev) if query_positions is None else query_positions.to(dev)
-    if block is not None:                          # bands need one contiguous run of key positions, shared by all rows
-        k0 = kpos.reshape(-1, n)[0]
-        if not torch.equal(kpos.expand(*kpos.shape[:-1], n).reshape(-1, n), k0.expand(kpos.numel() // n, n)) or \
-           not torch.equal(k0, torch.arange(int(k0[0]), int(k0[0]) + n, device=dev)) or qpos.ndim != 1:
-            block = None                           # e.g. after an eviction: exact (the few decoding queries are cheap)
-        else: kpos, base = k0, int(k0[0])
     dt = _compute_dtype(keys, queries)
     k, q = keys.to(dt), queries.to(dt) / math.sqrt(keys.shape[-1])
+    if block is not None:                          # bands need contiguous runs of key and query positions, shared by all rows
+        k0 = kpos.reshape(-1, n)[0]
+        base = int(k0[0])
+        if qpos.ndim == 1 and torch.equal(kpos.expand(*kpos.shape[:-1], n).reshape(-1, n), k0.expand(kpos.numel() // n, n)) \
+           and torch.equal(k0, torch.arange(base, base + n, device=dev)) and torch.equal(qpos, torch.arange(int(qpos[0]), int(qpos[0]) + t, device=dev)):
+            return _band_attention(k, q, int(qpos[0]) - base, n_sink, block, halo, causal).float()
+        # otherwise (e.g. after an eviction) exact: the few decoding queries are cheap
     out = k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n)
-    step = chunk if block is None else block
     plain = key_positions is None and query_positions is None             # keys 0..N-1, queries N-T..N-1
-    for s in range(0, t, step):
-        qs, qp = q[..., s:s + step, :], qpos[..., s:s + step]
-        if block is None and plain and causal:                                # keys after the chunk are never seen: skip them,
+    for s in range(0, t, chunk):
+        qs, qp = q[..., s:s + chunk, :], qpos[..., s:s + chunk]
+        if plain and causal:                                                   # keys after the chunk are never seen: skip them,
             e = n - t + s + qs.shape[-2]                                       # and mask only the chunk's own triangle
             logits = qs @ k[..., :e, :].mT
             logits[..., e - qs.shape[-2]:].masked_fill_(torch.ones(qs.shape[-2], qs.shape[-2], dtype=torch.bool,
                                                                     device=dev).triu(1), float("-inf"))
             out[..., :e] = torch.maximum(out[..., :e], torch.softmax(logits, -1).amax(-2))
-        elif block is None:
+        else:
             logits = qs @ k.mT                                                     # (..., b, N)
             if causal: logits = logits.masked_fill(kpos[..., None, :] > qp[..., :, None], float("-inf"))
             out = torch.maximum(out, torch.softmax(logits, -1).nan_to_num(0.0).amax(-2))
-        else:
-            lo = min(max(0, int(qp[0]) - base - halo), n); hi = max(lo, min(n, int(qp[-1]) - base + 1 + (0 if causal else halo)))
-            idx = torch.cat([torch.arange(min(n_sink, lo), device=dev), torch.arange(lo, hi, device=dev)])
-            logits = qs @ k[..., idx, :].mT
-            if causal: logits = logits.masked_fill(kpos[idx][None, :] > qp[:, None], float("-inf"))
-            a = torch.softmax(logits, -1).nan_to_num(0.0).amax(-2)
-            out[..., idx] = torch.maximum(out[..., idx], a)
     return out.float()
 
-# %% ../nbs/01_scoring.ipynb #e6c55c1f
+def _band_attention(k:Tensor,      # keys (..., N, d)
+                    q:Tensor,      # queries (..., T, d), already divided by sqrt(d)
+                    s0:int,        # key index of the first query (query j sits at key index s0 + j)
+                    n_sink:int, block:int, halo:int, causal:bool,
+                    max_elems:int=2**22, # logits per matrix product (bounds memory)
+                   ) -> Tensor:    # max_j alpha_i(q_j) (..., N)
+    "Band mode of `context_attention` in a few batched products: block b of queries sees keys [s0 + b block - halo, its last query (+ halo)) and the first n_sink keys."
+    n, t = k.shape[-2], q.shape[-2]
+    lead, dev = torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), k.device
+    if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
+        k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
+    else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
+    g, nb, right = q.shape[-3], -(-t // block), (0 if causal else halo)
+    w, ns = block + halo + right, min(n_sink, n)                                # window width, sinks
+    pl, pr = max(0, halo - s0), max(0, s0 + nb * block + right - n)            # pad the keys so every window is a slice
+    kp, start0 = F.pad(k, (0, 0, pl, pr)), s0 - halo + max(0, halo - s0)       # start0: padded index of block 0's first key
+    qp = F.pad(q, (0, 0, 0, nb * block - t))                                    # (..., G, nb*block, d)
+    sink_logits = (qp @ k[..., None, :ns, :].mT).unflatten(-2, (nb, block)).transpose(-4, -3)   # (..., nb, G, block, ns)
+    qb = qp.unflatten(-2, (nb, block)).transpose(-4, -3).flatten(-3, -2)       # (..., nb, G*block, d)
+    out, sink = k.new_zeros(*k.shape[:-2], g, pl + n + pr), k.new_zeros(*k.shape[:-2], g, ns)
+    per = max(1, max_elems // max(1, math.prod(k.shape[:-2]) * g * block * w)) # blocks per product
+    r, c, cs = (torch.arange(x, device=dev) for x in (block, w, ns))
+    for b0 in range(0, nb, per):
+        b1 = min(nb, b0 + per)
+        bs = torch.arange(b0, b1, device=dev)[:, None, None, None]              # (nb', 1, 1, 1)
+        win = kp[..., start0 + b0 * block:start0 + (b1 - 1) * block + w, :].unfold(-2, w, block)   # (..., nb', d, w)
+        lw = (qb[..., b0:b1, :, :] @ win).unflatten(-2, (g, block))              # (..., nb', G, block, w)
+        ls = sink_logits[..., b0:b1, :, :, :]
+        kidx, qidx = s0 - halo + bs * block + c, s0 + bs * block + r[:, None]   # key index of window columns, of queries
+        bad = (kidx < 0) | (kidx >= n) | (kidx > s0 + t - 1 + right)
+        if causal: bad = bad | (kidx > qidx)
+        lw = lw.masked_fill(bad, float("-inf"))
+        ls = ls.masked_fill(cs >= (s0 - halo + bs * block).clamp(0, n), float("-inf"))   # a sink inside the window counts once
+        m = lw.amax(-1, keepdim=True)
+        if ns: m = torch.maximum(m, ls.amax(-1, keepdim=True))
+        ew, es = (lw - m).exp_(), (ls - m).exp_()                               # one softmax over window and sinks together
+        z = ew.sum(-1, keepdim=True) + es.sum(-1, keepdim=True)
+        real = qidx < s0 + t                                                    # padding queries of the last block see nothing
+        aw = ew.div_(z).masked_fill_(~real, 0).amax(-2).nan_to_num_(0.0)         # (..., nb', G, w): max over the block's queries
+        sink = torch.maximum(sink, es.div_(z).masked_fill_(~real, 0).amax(-2).nan_to_num_(0.0).amax(-3))
+        idx = (start0 + bs[:, 0, 0] * block + c).reshape(-1)                   # padded index of every window column
+        out.scatter_reduce_(-1, idx.expand(*out.shape[:-1], -1), aw.movedim(-3, -2).flatten(-2), "amax")
+    out = out[..., pl:pl + n]
+    out[..., :ns] = torch.maximum(out[..., :ns], sink)
+    return out.reshape(*lead, n)
+
+# %% ../nbs/01_scoring.ipynb #e34a78e4
 JACAP_QUERIES = ("context", "stats", "replay")
 
 def jacap_context_weights(keys:Tensor,       # keys (..., N, d), post-RoPE
@@ -232,17 +286,23 @@ def jacap_context_weights(keys:Tensor,       # keys (..., N, d), post-RoPE
                           **context_kw,      # `context_attention` options (causal, block, halo, n_sink, key_positions, query_positions)
                          ) -> Tensor:        # weights w (..., N) >= 0, summing to 1
     "w = pi E_prior[alpha] + (1 - pi) p_ctx, p_ctx the worst case over queries and query heads, normalised over tokens."
-    _check_number01(prior_weight, "prior_weight")
-    if prior_weight == 1: return prior_attention(keys if keys_pre is None else keys_pre, breadth).float()   # O(N d^2): no queries read
+    _check_number01(prior_weight, "prior_weight"); _require_positive(breadth, "breadth"); _check_cache(keys)
+    if prior_weight < 1: _check_ctx_queries(keys[..., None, :, :], queries)
+    if keys_pre is not None: _check_cache(keys_pre)
+    return _context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw)
+
+def _context_weights(keys, queries, keys_pre=None, prior_weight=0.5, breadth=1.0, **context_kw):
+    "Unchecked `jacap_context_weights`."
+    if prior_weight == 1: return _prior_attention(keys if keys_pre is None else keys_pre, breadth).float()   # O(N d^2): no queries read
     kp = context_kw.pop("key_positions", None)
-    wc = context_attention(keys[..., None, :, :], queries, key_positions=None if kp is None else kp[..., None, :], **context_kw)
+    wc = _context_attention(keys[..., None, :, :], queries, key_positions=None if kp is None else kp[..., None, :], **context_kw)
     return _mixture(keys if keys_pre is None else keys_pre, wc.amax(-2), prior_weight, breadth)
 
 def _mixture(keys_prior, context_term, prior_weight, breadth):
     "pi E_prior[alpha] + (1 - pi) context_term / sum(context_term): a mixture of two distributions over the tokens."
     wc = context_term.float()
     wc = wc / wc.sum(-1, keepdim=True).clamp_min(torch.finfo(wc.dtype).tiny)
-    return prior_weight * prior_attention(keys_prior, breadth).float() + (1 - prior_weight) * wc
+    return prior_weight * _prior_attention(keys_prior, breadth).float() + (1 - prior_weight) * wc
 
 def _check_number01(x, name):
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1:
@@ -280,7 +340,11 @@ def jacap_context_scores(keys:Tensor,     # keys (..., N, d), post-RoPE
     _check_cache(keys, values)
     return centred_leverage(jacap_context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw), values, noise_var)
 
-# %% ../nbs/01_scoring.ipynb #b5081992
+def _context_scores(keys, values, queries, keys_pre=None, prior_weight=0.5, breadth=1.0, noise_var="auto", **context_kw):
+    "Unchecked `jacap_context_scores`: the press's path."
+    return centred_leverage(_context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw), values, noise_var)
+
+# %% ../nbs/01_scoring.ipynb #02004cc3
 def capkv_weights(keys:Tensor,   # keys (..., N, d)
                   q_mean:Tensor, # query anchor (..., d)
                   tau:float=5.0, # sharpness > 0
@@ -312,8 +376,7 @@ def capkv_scores(keys:Tensor,   # keys (..., N, d)
     w = _capkv_weights(keys, q_mean, tau)
     if epsilon == 0: return _leverage(w, values, 1.0)
     a, _ = _capacity_matrix(w + epsilon, values, 1.0)
-    x = torch.linalg.solve_triangular(torch.linalg.cholesky(a), values.to(a.dtype).transpose(-1, -2), upper=False)
-    return (w * x.square().sum(-2)).float()
+    return (w * _whitened_sq_norms(a, values.to(a.dtype))).float()
 
 # %% ../nbs/01_scoring.ipynb #92d3b59b
 def knorm_scores(keys:Tensor, values:Tensor) -> Tensor:

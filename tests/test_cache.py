@@ -228,7 +228,7 @@ def test_jacap_decoding_queries_and_keys_share_a_frame(monkeypatch, models):
     def spy(keys, values, queries, *a, **kw):
         if queries.shape[-2] < 40: seen.append((int(kw["key_positions"].max()), int(kw["query_positions"].max())))
         return real(keys, values, queries, *a, **kw)
-    monkeypatch.setattr(scoring, "jacap_context_scores", spy)
+    monkeypatch.setattr(scoring, "_context_scores", spy)
     with make_press("jacap", 0.5, window=2, max_cache_tokens=30, interval=4)(m):
         m.generate(ids, attention_mask=am, max_new_tokens=8, do_sample=False, pad_token_id=0)
     assert seen
@@ -290,7 +290,7 @@ def test_fallback_to_sliding_window(kind, monkeypatch, models):
     warns once and counts every fallback, at prefill and while decoding."""
     m = models["llama"]
     opts = dict(deadline=1e-12) if kind == "deadline" else {}
-    if kind != "deadline": monkeypatch.setattr(scoring, "jacap_context_scores", _broken_jacap(kind))
+    if kind != "deadline": monkeypatch.setattr(scoring, "_context_scores", _broken_jacap(kind))
     press = make_press("jacap", 0.5, max_cache_tokens=24, interval=4, **opts)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -306,7 +306,7 @@ def test_fallback_to_sliding_window(kind, monkeypatch, models):
 def test_fallback_keeps_what_streaming_keeps(monkeypatch, models):
     "The fallback is StreamingLLM's selection: same kept positions as the `streaming` scorer."
     m = models["llama"]
-    monkeypatch.setattr(scoring, "jacap_context_scores", _broken_jacap("linalg"))
+    monkeypatch.setattr(scoring, "_context_scores", _broken_jacap("linalg"))
     ids = rand_ids(40, seed=6)
     with pytest.warns(UserWarning, match="falling back"):
         _, broken = compress_layers(make_press("jacap", 0.5), m, capture_prefill(m, ids))
