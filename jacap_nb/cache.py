@@ -180,7 +180,7 @@ def _check_int(name, x, lo=0, none_ok=False):
         raise TypeError(f"{name} must be an int{' or None' if none_ok else ''}; got {type(x).__name__} {x!r}")
     if x < lo: raise ValueError(f"{name} must be an int >= {lo}; got {x!r}")
 
-# %% ../nbs/06_cache.ipynb #5e504304
+# %% ../nbs/06_cache.ipynb #3a0cddfb
 _VIEW_DERIVED = {"queries_pre": {"adapter", "hidden_states", "q_proj_out"},       # what each derived tensor is computed from
                  "queries": {"adapter", "hidden_states", "q_proj_out", "cos", "sin"},
                  "keys_pre": {"adapter", "keys", "positions", "cos", "sin", "token_positions", "row_start"}}
@@ -218,6 +218,11 @@ class LayerView:
     def queries(self) -> Tensor:
         "Post-RoPE queries (B, H, T, d) of the T new tokens (what the model's attention used)."
         return self.adapter.rotate(self.queries_pre, self.cos, self.sin)
+
+    def recent_queries(self, r:int) -> Tensor:
+        "The last `r` post-RoPE queries (B, H, min(r, T), d): a slice of `queries` when computed, else only those rotated."
+        if "queries" in self.__dict__: return self.queries[:, :, -r:]
+        return self.adapter.rotate(self.queries_pre[:, :, -r:], self.cos[:, -r:], self.sin[:, -r:])
 
     @cached_property
     def keys_pre(self) -> Tensor:
@@ -266,7 +271,7 @@ class LayerView:
                        replay_attention=None if self.replay_attention is None else self.replay_attention[r:r + 1][:, :, slots],
                        q_proj_out=None if self.q_proj_out is None else self.q_proj_out[r:r + 1][:, t])
 
-# %% ../nbs/06_cache.ipynb #b54e2b15
+# %% ../nbs/06_cache.ipynb #f8be010c
 class PressRun:
     "State of one application of a press: statistics, kept positions, eviction records, fallbacks."
     def __init__(self, press, model:nn.Module):
@@ -279,6 +284,8 @@ class PressRun:
             "attention layers: calibrate it on this model (jacap_nb.pipeline.calibrate_layer_budget)")
         self.replay_prefix, self._replaying, self._replay, self._prompt_ids, self._q_proj = [], False, {}, None, {}
         self._deferred = {}       # per-head budgets: layer -> (view, layer) scored together at the end of the prefill
+        self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
+        self._idle_steps = press.stats is None                        # no statistics to update at generation steps
 
     def __repr__(self):
         return f"PressRun({type(self.press).__name__}: {len(self.records)} evictions, {self.fallbacks} fallbacks)"
@@ -294,7 +301,7 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #bea33cf7
+# %% ../nbs/06_cache.ipynb #0886cc0a
 def _global_budget(press) -> bool:
     "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
     return getattr(press, "budget", "uniform") in ("heads", "layers")
@@ -376,6 +383,8 @@ def _attention_hook(run:PressRun, ad:AttentionAdapter):
         h = kwargs.get("hidden_states", args[0] if args else None)
         layer = cache.layers[ad.layer_idx]
         if not isinstance(layer, CompressedLayer): layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(layer)
+        if run._idle_steps and layer.logical_length != h.shape[1] and not run._replaying and \
+           (run._decoding is None or layer.physical_length < run._decoding[0]): return   # a generation step with nothing to do
         with torch.no_grad(): after_attention(run, ad, layer, h, *kwargs["position_embeddings"], q_proj_out=q)
     return hook
 
@@ -384,13 +393,13 @@ def _q_proj_hook(run:PressRun, ad:AttentionAdapter):
     def hook(mod, args, out): run._q_proj[ad.layer_idx] = out
     return hook
 
-# %% ../nbs/06_cache.ipynb #68658fc9
+# %% ../nbs/06_cache.ipynb #c25c6065
 def _update_stats(run:PressRun, view:LayerView, prefill:bool):
     cfg = run.press.stats
     if cfg is None: return
     qs = view.queries_pre if cfg.frame == "pre" else view.queries
     old = run.stats.get(view.adapter.layer_idx)
-    recent = view.queries[:, :, -cfg.recent:].float()
+    recent = view.recent_queries(cfg.recent).float()
     if prefill or old is None:
         st = QueryStats.from_queries(qs, view.token_valid, skip=cfg.skip, window=cfg.window, eps=cfg.eps, frame=cfg.frame, recent=recent)
     else: st = ema_update(old, qs, cfg.beta, view.token_valid, view.queries.float())
@@ -425,7 +434,7 @@ def after_attention(run:PressRun,           # the running application of a press
         view = view.with_changes(keys=layer.keys, values=layer.values, positions=layer.positions)
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
 
-# %% ../nbs/06_cache.ipynb #c8ec37a1
+# %% ../nbs/06_cache.ipynb #442fd0f0
 def _row_scores(press, view:LayerView, valid:Tensor) -> Tensor:
     "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots)."
     if valid.all(): return press.scores(view).float()
@@ -460,6 +469,16 @@ def _layer_scores(run:PressRun, view:LayerView, valid:Tensor, t0:float) -> tuple
         return scores, None
     except torch.linalg.LinAlgError as e: return None, f"factorisation failed: {e}"
 
+def _percentiles(x:Tensor, qs:tuple) -> list:
+    "torch.quantile's linear interpolation, from one sort (NaN for no values)."
+    v = x.reshape(-1).sort().values.double()
+    if not v.numel(): return [float("nan")] * len(qs)
+    out = []
+    for q in qs:
+        f = q * (v.numel() - 1); lo = int(f); hi = min(lo + 1, v.numel() - 1)
+        out.append(float(v[lo] + (f - lo) * (v[hi] - v[lo])))
+    return out
+
 def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:list, physical:int):
     t0 = time.perf_counter()
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
@@ -471,21 +490,23 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
         "this cache was compressed with budgets that differ between layers or heads (a global budget or a LayerBudget); "
         "a second, uniform eviction of it (decoding-time eviction, another press) is not supported")
     view = view.with_changes(stats=run.stats.get(view.adapter.layer_idx))
-    valid = run.attention_mask.gather(1, layer.positions[:, 0])
+    pos = layer.positions
+    valid = run.attention_mask.gather(1, pos[:, 0])
     n_valid = valid.sum(-1).tolist()
     real_keep = [min(nv, max(k, physical - (before - nv))) for k, nv in zip(keep, n_valid)]
     scores, fell_back = _layer_scores(run, view, valid, t0)
     if fell_back:
         _fallback(run, fell_back)
-        scores = layer.positions.float().masked_fill(~valid[:, None], float("-inf"))
+        scores = pos.float().masked_fill(~valid[:, None], float("-inf"))
     idx = select_slots(scores, valid, real_keep, physical, run.press.protected(view, valid))
     layer.evict(idx)
     if _uneven_layers(run.press): _own_mask(run, layer)      # layers differ in length: each gets its own mask (the hook)
     seconds = time.perf_counter() - t0                       # scoring + selection + gather, not the bookkeeping below
-    kept_valid = run.attention_mask.gather(1, layer.positions[:, 0])
-    ages = (layer.logical_length - 1 - layer.positions).float()[kept_valid[:, None].expand_as(layer.positions)]
-    qs = torch.quantile(ages, torch.tensor([0.1, 0.5, 0.9], device=ages.device)).tolist() if ages.numel() else [float("nan")] * 3
-    run.kept_indices[view.adapter.layer_idx] = layer.positions.clone()
+    pos = layer.positions
+    kept_valid = run.attention_mask.gather(1, pos[:, 0])
+    ages = layer.logical_length - 1 - (pos if bool(kept_valid.all()) else pos[kept_valid[:, None].expand_as(pos)])
+    qs = _percentiles(ages, (0.1, 0.5, 0.9))
+    run.kept_indices[view.adapter.layer_idx] = pos.clone()
     run.records.append(dict(layer=view.adapter.layer_idx, phase=phase, step=run.step, logical=layer.logical_length,
                             before=before, after=layer.physical_length, seconds=seconds,
                             bytes_before=nbytes, bytes_after=layer.keys.nbytes + layer.values.nbytes,
@@ -738,7 +759,7 @@ class LayerBudget:
         return cls((0.5, 1.0), ((1.0, 1.0),) * n_layers, "uniform")
     def __repr__(self): return f"LayerBudget({self.n_layers} layers, {len(self.thresholds)} thresholds{', ' + self.source if self.source else ''})"
 
-# %% ../nbs/06_cache.ipynb #58c51273
+# %% ../nbs/06_cache.ipynb #b4064332
 @contextmanager
 def apply_press(press,            # an object with the press protocol (e.g. a `jacap_nb.presses.EvictionPress`)
                 model:nn.Module,  # a supported causal LM (Llama, Mistral, Qwen2, Qwen3)
@@ -758,7 +779,8 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
     model._jacap_nb_run = run
     try:
         hooks += [ad.module.register_forward_hook(_attention_hook(run, ad), with_kwargs=True) for ad in run.adapters]
-        hooks += [ad.q_proj.register_forward_hook(_q_proj_hook(run, ad)) for ad in run.adapters]
+        if press.stats is not None or getattr(press, "replay", False):         # only scorers that read queries need q_proj's output
+            hooks += [ad.q_proj.register_forward_hook(_q_proj_hook(run, ad)) for ad in run.adapters]
         yield run
     finally:
         for hd in hooks: hd.remove()

@@ -43,12 +43,12 @@ def _grouped(view:LayerView, fn, **per_head) -> Tensor:
     st = {k: v.reshape(b, hkv, view.group, *v.shape[2:]) for k, v in per_head.items()}
     return fn(view.keys[:, :, None], view.values[:, :, None], **st).float().mean(2)
 
-# %% ../nbs/07_presses.ipynb #145b6671
+# %% ../nbs/07_presses.ipynb #4926c214
 @dataclass(frozen=True)
 class KNorm(Scorer):
     "KNorm: keys of small norm are kept."
     name: ClassVar[str] = "knorm"
-    def __call__(self, view): return scoring.knorm_scores(view.keys, view.values)
+    def __call__(self, view): return scoring._knorm(view.keys)
 
 @dataclass(frozen=True)
 class KeyDiff(Scorer):
@@ -129,7 +129,7 @@ def _check_number(name, x, positive=False, lo=None, hi=None):
         rng = "> 0" if positive else f"in [{lo}, {hi}]"
         raise ValueError(f"{name} must be a finite number {rng}; got {x!r}")
 
-# %% ../nbs/07_presses.ipynb #dd13768d
+# %% ../nbs/07_presses.ipynb #484cc256
 JACAP_SCORES = ("capacity", "attention")
 
 @dataclass(frozen=True)
@@ -140,8 +140,9 @@ class Jacap(Scorer):
     prior_weight: float = 0.5         # context mode: share pi of the whitened prior in the mixture
     breadth: float = 1.0              # context mode: the prior's average logit variance c
     causal: bool = True               # context mode: a context query sees the keys before it (as the model did)
-    block: int|None = None            # context mode: None = exact; else band of blocks x halo (cost O(N (block + 2 halo)))
-    halo: int = 64                    # context mode: band half-width
+    block: int|None = 16              # context mode: each block of queries sees the sinks and the keys within `halo` before
+                                      # it (cost O(N (block + halo))); None: every earlier key (exact, O(N^2))
+    halo: int = 16                    # context mode: band half-width
     recent: int = 64                  # context mode: recent queries kept for decoding-time evictions
     tau: float = 10.0                 # stats mode: softmax temperature of the weights
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)

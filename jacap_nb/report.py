@@ -177,9 +177,9 @@ def paired_comparison(rows:list,            # rows holding both methods
                         b_correct=sum(y for _, y in pairs), wins=w, losses=l, p=round(sign_test(w, l), 4)))
     return out
 
-# %% ../nbs/13_report.ipynb #4c4fe939
+# %% ../nbs/13_report.ipynb #b3388040
 METHOD_COLORS = {"full": "#000000", "jacap": "#d62728", "jacap:preset=paper": "#ff9896", "jacap:queries=replay": "#8c1d1d",
-                 "jacap:block=64,halo=512": "#f4a6a6", "jacap:prior_weight=1": "#e6550d",
+                 "jacap:block=64,halo=512": "#f4a6a6", "jacap:block=None": "#f4a6a6", "jacap:prior_weight=1": "#e6550d",
                  "capkv": "#ff7f0e", "kvpress:Cap": "#ffbb78", "kvpress:Compactor": "#1f77b4", "kvpress:LeverageScore": "#6baed6",
                  "kvpress:KVzip": "#9467bd", "kvpress:TOVA": "#2ca02c", "snapkv": "#98df8a", "kvpress:SnapKV": "#98df8a",
                  "expected_attention": "#17becf", "kvpress:ExpectedAttention": "#17becf", "kvpress:AdaKV:press=ExpectedAttention": "#0e7c86",

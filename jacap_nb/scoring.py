@@ -179,7 +179,7 @@ def _prior_attention(keys, breadth=1.0, ridge=1e-3):
     n, d = keys.shape[-2], keys.shape[-1]
     return torch.softmax(breadth * n * _key_leverage(keys, ridge) / (2 * d), -1)
 
-# %% ../nbs/01_scoring.ipynb #272d951e
+# %% ../nbs/01_scoring.ipynb #a4cbd9ae
 def _check_ctx_queries(keys, queries):
     if not isinstance(queries, Tensor) or queries.ndim < 2 or queries.shape[-1] != keys.shape[-1]: raise ValueError(
         f"queries must have shape (..., T, d={keys.shape[-1]}); got {tuple(getattr(queries, 'shape', ()))}")
@@ -241,6 +241,7 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
     if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
         k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
+    if causal and halo % block == 0 and s0 + t <= n: return _band_chunks(k, q, s0, min(n_sink, n), block, halo, max_elems).reshape(*lead, n)
     g, nb, right = q.shape[-3], -(-t // block), (0 if causal else halo)
     w, ns = block + halo + right, min(n_sink, n)                                # window width, sinks
     pl, pr = max(0, halo - s0), max(0, s0 + nb * block + right - n)            # pad the keys so every window is a slice
@@ -274,6 +275,64 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
     out = out[..., pl:pl + n]
     out[..., :ns] = torch.maximum(out[..., :ns], sink)
     return out.reshape(*lead, n)
+
+def _band_chunks(k:Tensor,   # keys (..., N, d)
+                 q:Tensor,   # queries (..., G, T, d) / sqrt(d), at key indices s0 .. s0 + T - 1 <= N - 1
+                 s0:int, ns:int, block:int, halo:int, max_elems:int,
+                ) -> Tensor: # (..., G, N)
+    "The causal band when halo is a whole number of blocks: keys cut into chunks aligned with the query blocks; block b sees its own chunk (causal triangle) and the halo/block chunks before it -- each one product of contiguous tensors, with the block index outermost so that no product copies its operands."
+    lead, (n, d), (g, t) = k.shape[:-2], k.shape[-2:], q.shape[-3:-1]
+    nb, m, dev = -(-t // block), halo // block + 1, k.device
+    pl = (-s0) % block                                             # left padding that aligns the chunks with the blocks
+    c0 = (s0 + pl) // block                                        # chunk of the first query block
+    e = max(0, m - 1 - c0)                                         # further empty chunks: every block has m chunks
+    length = (e + c0 + nb) * block                                 # keys after the last query are never seen
+    kf, qf = k.reshape(-1, n, d), q.reshape(-1, g, t, d)           # (R, N, d), (R, G, T, d): R rows (batch x KV heads)
+    kp = F.pad(kf, (0, 0, pl + e * block, max(0, length - pl - e * block - n)))[:, :length]
+    kc = kp.view(-1, e + c0 + nb, block, d).transpose(0, 1).contiguous()            # (chunks, R, block, d)
+    full, rows = t // block, kf.shape[0]
+    qb = qf.new_empty(nb, rows, g, block, d)                       # (nb, R, G, block, d): one copy, block index outermost
+    qb[:full].copy_(qf[:, :, :full * block].view(rows, g, full, block, d).permute(2, 0, 1, 3, 4))
+    if full < nb: qb[full].zero_(); qb[full, :, :, :t - full * block].copy_(qf[:, :, full * block:])
+    qb = qb.view(nb, rows, g * block, d)
+    ls_all = None                                                   # (nb, R, G*block, ns) sink logits: one product for all queries
+    if ns: ls_all = F.pad((qf.flatten(1, 2) @ kf[:, :ns].mT).view(rows, g, t, ns), (0, 0, 0, nb * block - t)) \
+                     .view(rows, g, nb, block, ns).permute(2, 0, 1, 3, 4).reshape(nb, rows, g * block, ns)
+    tri = torch.ones(block, block, dtype=torch.bool, device=dev).triu(1).repeat(g, 1)   # (G*block, block): key after query
+    out = k.new_zeros(kf.shape[0], g, length)
+    sink = k.new_zeros(kf.shape[0], g, ns)
+    per = max(1, max_elems // max(1, kf.shape[0] * g * block * (m * block + ns)))
+    r = torch.arange(g * block, device=dev) % block
+    for b0 in range(0, nb, per):
+        b1 = min(nb, b0 + per)
+        bs = torch.arange(b0, b1, device=dev)
+        pieces = []
+        for p in range(m):                                         # piece p: the chunk p blocks before the block's own
+            lp = qb[b0:b1] @ kc[e + c0 + b0 - p:e + c0 + b1 - p].mT  # (nb', R, G*block, block)
+            if p == 0: lp.masked_fill_(tri, float("-inf"))
+            kidx = (c0 + bs[:, None] - p) * block + torch.arange(block, device=dev) - pl   # (nb', block) key index
+            if bool((kidx[0] < 0).any()): lp.masked_fill_((kidx < 0)[:, None, None, :], float("-inf"))
+            pieces.append(lp)
+        mx = pieces[0].amax(-1, keepdim=True)                       # (nb', R, G*block, 1) row maxima
+        for lp in pieces[1:]: mx = torch.maximum(mx, lp.amax(-1, keepdim=True))
+        if ns:
+            lo = (s0 - halo + bs * block).clamp(0, n)               # a sink inside the window counts once
+            ls = ls_all[b0:b1].masked_fill((torch.arange(ns, device=dev) >= lo[:, None])[:, None, None, :], float("-inf"))
+            mx = torch.maximum(mx, ls.amax(-1, keepdim=True))
+        ex = [lp.sub_(mx).exp_() for lp in pieces]                  # one softmax over the pieces and the sinks together
+        es = ls.sub_(mx).exp_() if ns else None
+        z = sum(x.sum(-1, keepdim=True) for x in ex) + (es.sum(-1, keepdim=True) if ns else 0)
+        real = (bs[:, None] * block + r < t)[:, None, :, None]      # (nb', 1, G*block, 1): padding queries see nothing
+        if ns: sink = torch.maximum(sink, es.div_(z).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2).amax(0).nan_to_num_(0.0))
+        for p, x in enumerate(ex):                                  # block b's piece p covers keys of chunk c0 + b - p
+            a = x.div_(z).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2).nan_to_num_(0.0)   # (nb', R, G, block)
+            lo = (e + c0 + b0 - p) * block
+            seg = out[..., lo:lo + (b1 - b0) * block]
+            torch.maximum(seg, a.permute(1, 2, 0, 3).reshape(seg.shape), out=seg)
+    out = out[..., pl + e * block:]
+    out = F.pad(out, (0, n - out.shape[-1])) if out.shape[-1] < n else out[..., :n]
+    out[..., :ns] = torch.maximum(out[..., :ns], sink)
+    return out.reshape(*lead, g, n)
 
 # %% ../nbs/01_scoring.ipynb #e34a78e4
 JACAP_QUERIES = ("context", "stats", "replay")
@@ -378,11 +437,13 @@ def capkv_scores(keys:Tensor,   # keys (..., N, d)
     a, _ = _capacity_matrix(w + epsilon, values, 1.0)
     return (w * _whitened_sq_norms(a, values.to(a.dtype))).float()
 
-# %% ../nbs/01_scoring.ipynb #92d3b59b
+# %% ../nbs/01_scoring.ipynb #9e38ffbf
 def knorm_scores(keys:Tensor, values:Tensor) -> Tensor:
     "KNorm: small keys are kept (-||k_i||)."
     _check_cache(keys, values)
-    return -keys.to(_compute_dtype(keys)).norm(dim=-1).float()
+    return _knorm(keys)
+
+def _knorm(keys): return -keys.to(_compute_dtype(keys)).norm(dim=-1).float()
 
 # %% ../nbs/01_scoring.ipynb #5c7195d1
 def keydiff_scores(keys:Tensor, values:Tensor) -> Tensor:

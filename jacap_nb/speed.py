@@ -11,8 +11,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 # %% auto #0
-__all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'peak_tensor_bytes', 'best_of', 'time_compression', 'time_live',
-           'decode_overhead', 'jacap_flops', 'run_speed', 'plot_cost_vs_length', 'speed_parser', 'speed_cli']
+__all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'SHAPES', 'peak_tensor_bytes', 'best_of', 'time_compression', 'time_live',
+           'decode_overhead', 'jacap_flops', 'run_speed', 'plot_cost_vs_length', 'shape_model', 'speed_parser',
+           'speed_cli']
 
 # %% ../nbs/15_speed.ipynb #187e4851
 from .cache import capture_prefill, compress_layers, cache_kwarg
@@ -43,7 +44,7 @@ def peak_tensor_bytes(fn,          # a function of no arguments
     with _TensorMemory() as mem: out = fn()
     return out, mem.peak
 
-# %% ../nbs/15_speed.ipynb #da8f432c
+# %% ../nbs/15_speed.ipynb #85396c43
 def best_of(fn, repeats:int=3) -> float:
     "The fastest of `repeats` wall-clock timings of `fn()` (seconds)."
     out = []
@@ -85,35 +86,39 @@ def time_live(spec, model, ids, ratio:float=0.75, repeats:int=3) -> dict:
     return dict(live_prefill_s=min(h), plain_prefill_s=min(p))
 
 @torch.no_grad()
-def decode_overhead(model, ids, steps:int=32, repeats:int=3) -> dict:
-    "Per-token decoding seconds with an idle DecodingEviction hook (high-water mark never reached) vs without."
+def decode_overhead(model, ids, steps:int=64, segment:int=8) -> dict:
+    "Per-token decoding seconds with an idle DecodingEviction hook (high-water mark never reached) vs without: two caches decoded in alternating segments of `segment` steps, the fastest segment of each kept."
     from transformers import DynamicCache
-    kw = cache_kwarg(model)
-    def decode(press):
+    kw, n = cache_kwarg(model), ids.shape[1]
+    press = DecodingEviction(make_press("knorm", 0.0), max_cache_tokens=n + 2 * steps + 10)
+    state = {}
+    for name in ("plain", "hooked"):                                   # each cache prefilled as it will be decoded
         cache = DynamicCache()
-        ctx = press(model) if press is not None else torch.no_grad()
-        with ctx:
+        with (press(model) if name == "hooked" else torch.no_grad()):
             out = model(input_ids=ids, **{kw: cache}, logits_to_keep=1)
-            nxt = out.logits[:, -1:].argmax(-1)
+        state[name] = [cache, out.logits[:, -1:].argmax(-1), n]
+    def run(name):
+        cache, nxt, pos = state[name]
+        with (press(model) if name == "hooked" else torch.no_grad()):
             t0 = time.perf_counter()
-            for i in range(steps):
-                out = model(input_ids=nxt, position_ids=torch.tensor([[ids.shape[1] + i]], device=ids.device), **{kw: cache})
+            for i in range(segment):
+                out = model(input_ids=nxt, position_ids=torch.tensor([[pos + i]], device=ids.device), **{kw: cache})
                 nxt = out.logits[:, -1:].argmax(-1)
-            return (time.perf_counter() - t0) / steps
-    idle = lambda: DecodingEviction(make_press("knorm", 0.0), max_cache_tokens=ids.shape[1] + 10 * steps)
-    decode(None); decode(idle())
+            sec = (time.perf_counter() - t0) / segment
+        state[name][1:] = [nxt, pos + segment]
+        return sec
     p, h = [], []
-    for _ in range(repeats): p.append(decode(None)); h.append(decode(idle()))
+    for _ in range(max(1, steps // segment)): p.append(run("plain")); h.append(run("hooked"))
     return dict(step_s=min(p), hooked_step_s=min(h), overhead=min(h) / min(p) - 1)
 
-# %% ../nbs/15_speed.ipynb #66294fc3
-def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=None, halo:int=64) -> dict:
+# %% ../nbs/15_speed.ipynb #d0d8f1ba
+def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=16, halo:int=16) -> dict:
     "Multiply-adds and exponentials of the default Jacap scorer for one layer (dominant terms)."
     ctx_pairs = heads * (n * n / 2 if block is None else n * (block + halo))
     return dict(macs=ctx_pairs * d + 4 * kv_heads * n * d * d + 2 * kv_heads * d ** 3, exps=ctx_pairs)
 
-# %% ../nbs/15_speed.ipynb #d254a96b
-SPEED_METHODS = ("knorm", "snapkv", "capkv", "jacap", "jacap:block=64,halo=512", "jacap:prior_weight=1", "jacap:preset=paper",
+# %% ../nbs/15_speed.ipynb #bb97e830
+SPEED_METHODS = ("knorm", "snapkv", "capkv", "jacap", "jacap:block=None", "jacap:prior_weight=1", "jacap:preset=paper",
                  "jacap:queries=replay")
 KVPRESS_SPEED_METHODS = ("kvpress:Knorm", "kvpress:TOVA", "kvpress:SnapKV", "kvpress:Cap", "kvpress:LeverageScore", "kvpress:Compactor")
 
@@ -130,7 +135,7 @@ def _speed_specs(methods, ratio, repeats) -> list:
 
 def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
               methods=None,                  # method strings (default: SPEED_METHODS, + kvpress's when installed)
-              model=None, tokenizer=None,    # default SmolLM2
+              model=None, tokenizer=None,    # default SmolLM2; a model without tokenizer reads random token ids (seed 0)
               ratio:float=0.75, repeats:int=3,
               live:bool=True,                # also time the hooked prefill (jacap_nb methods)
               progress:bool=True,
@@ -140,9 +145,12 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
     if model is None:
         from jacap_nb.models import load_smollm2
         model, tokenizer = load_smollm2()
-    from jacap_nb.tasks import source_sentences
-    text = " ".join(source_sentences("pydoc"))
-    all_ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
+    if tokenizer is None:
+        all_ids = torch.randint(0, model.config.vocab_size, (1, max(lengths)), generator=torch.Generator().manual_seed(0))
+    else:
+        from jacap_nb.tasks import source_sentences
+        text = " ".join(source_sentences("pydoc"))
+        all_ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
     rows = []
     cfg = model.config
     for n in lengths:
@@ -158,7 +166,7 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
                 lv = time_live(spec, model, ids, ratio, max(1, repeats - 1))
                 r.update(lv, live_pct=100 * (lv["live_prefill_s"] / lv["plain_prefill_s"] - 1))
             if spec.label == "jacap":
-                fl = jacap_flops(n, cfg.num_attention_heads, cfg.num_key_value_heads, getattr(cfg, "head_dim", 64))
+                fl = jacap_flops(n, cfg.num_attention_heads, cfg.num_key_value_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
                 r["gmacs_per_s"] = cfg.num_hidden_layers * fl["macs"] / r["compress_s"] / 1e9
             rows.append(r)
             if progress: print(f"  {spec.label:28s} {r['compress_s']:7.3f} s = {r['pct_of_prefill']:5.1f}% of the prefill, "
@@ -182,7 +190,19 @@ def plot_cost_vs_length(rows:list, title:str=""):
     ax.tick_params(labelsize=8); fig.tight_layout()
     return fig
 
-# %% ../nbs/15_speed.ipynb #f9244b6e
+# %% ../nbs/15_speed.ipynb #9f6d1cea
+SHAPES = ("smollm2", "llama8b")   # `jacap-nb speed --shape`: SmolLM2 itself, or random weights of Llama-3-8B's shape
+
+def shape_model(shape:str="llama8b", # one of SHAPES[1:]
+                layers:int=1,        # decoder layers (each costs what one layer of the real model costs)
+               ) -> torch.nn.Module:
+    "A random-weight float32 Llama of the given shape (vocabulary cut to 256): the prefill's share of each press without the weights."
+    if shape not in SHAPES[1:]: raise ValueError(f"shape must be one of {', '.join(SHAPES[1:])}; got {shape!r}")
+    from jacap_nb.kernel_bench import LLAMA8B
+    from jacap_nb.models import tiny_model
+    cfg = {k: v for k, v in LLAMA8B.items() if k not in ("vocab_size", "num_hidden_layers")}
+    return tiny_model("llama", num_hidden_layers=layers, vocab_size=256, **cfg)
+
 def speed_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jacap-nb speed", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         description="Compression cost of each press as a share of the prefill (same process), peak extra memory, "
@@ -194,6 +214,9 @@ def speed_parser() -> argparse.ArgumentParser:
     p.add_argument("--ratio", type=float, default=0.75, help="compression ratio")
     p.add_argument("--repeats", type=int, default=3, help="timings per measurement (the fastest is kept)")
     p.add_argument("--no-live", action="store_true", help="skip the hooked-prefill timings")
+    p.add_argument("--shape", choices=SHAPES, default="smollm2",
+                   help="smollm2: the embedded model on pydoc text; llama8b: a random-weight Llama-3-8B-shaped model on random tokens")
+    p.add_argument("--layers", type=int, default=1, help="decoder layers of a --shape model (the share of the prefill does not depend on it)")
     p.add_argument("--out", help="write the rows (and the decoding overhead) as JSON here")
     return p
 
@@ -204,11 +227,15 @@ def speed_cli(argv:list|None=None) -> int:
     try:
         if any(n < 16 for n in a.lengths): raise ValueError(f"lengths must be >= 16 tokens; got {a.lengths}")
         if not 0 < a.ratio < 1: raise ValueError(f"ratio must be in (0, 1); got {a.ratio}")
+        if a.layers < 1: raise ValueError(f"layers must be >= 1; got {a.layers}")
         _speed_specs(a.methods, a.ratio, a.repeats)
-        from jacap_nb.models import load_smollm2
-        model, tok = load_smollm2()
+        if a.shape == "smollm2":
+            from jacap_nb.models import load_smollm2
+            model, tok = load_smollm2()
+        else: model, tok = shape_model(a.shape, a.layers), None
         rows = run_speed(a.lengths, a.methods, model, tok, a.ratio, a.repeats, not a.no_live)
-        ids = tok(" ".join(["The pass key is 12345."] * 200), return_tensors="pt").input_ids[:, :min(a.lengths)]
+        ids = (tok(" ".join(["The pass key is 12345."] * 200), return_tensors="pt").input_ids if tok is not None else
+               torch.randint(0, model.config.vocab_size, (1, min(a.lengths)), generator=torch.Generator().manual_seed(1)))[:, :min(a.lengths)]
         dec = decode_overhead(model, ids)
     except (ValueError, TypeError) as e: print(f"jacap-nb speed: error: {e}", file=sys.stderr); return 2
     print(markdown_table(rows, cols=("N", "method", "prefill_s", "compress_s", "pct_of_prefill", "live_pct", "peak_extra_mib", "gmacs_per_s")))

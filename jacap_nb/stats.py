@@ -11,7 +11,7 @@ from torch import Tensor
 # %% auto #0
 __all__ = ['stats_mask', 'masked_moments', 'rope_mixture', 'QueryStats', 'ema_update']
 
-# %% ../nbs/02_stats.ipynb #4c3a79a3
+# %% ../nbs/02_stats.ipynb #502af4db
 def stats_mask(valid:Tensor,          # bool (B, T): real (non-padding) tokens
                skip:int=0,            # leave out each row's first `skip` real tokens (attention sinks)
                window:int|None=None,  # keep only each row's last `window` real tokens (None: all)
@@ -30,7 +30,9 @@ def masked_moments(q:Tensor,    # queries (B, H, T, d)
                    mask:Tensor, # bool (B, T): tokens to average
                   ) -> tuple:   # mean (B, H, d), second moment (B, H, d), count (B,), all float32
     "Per-row, per-head mean and second moment of the masked tokens (rows with no token get zeros, count 0)."
-    w = mask.to(torch.float32)[:, None, :, None]            # (B, 1, T, 1)
+    cols = mask.any(0).nonzero()                            # only the span of columns some row averages is read
+    if len(cols): q, mask = q[:, :, int(cols[0]):int(cols[-1]) + 1], mask[:, int(cols[0]):int(cols[-1]) + 1]
+    w = mask.to(torch.float32)[:, None, :, None]            # (B, 1, T', 1)
     n = mask.sum(-1).to(torch.float32)                      # (B,)
     qf = q.float()
     denom = n.clamp_min(1)[:, None, None]
