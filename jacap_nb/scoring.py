@@ -179,7 +179,7 @@ def _prior_attention(keys, breadth=1.0, ridge=1e-3):
     n, d = keys.shape[-2], keys.shape[-1]
     return torch.softmax(breadth * n * _key_leverage(keys, ridge) / (2 * d), -1)
 
-# %% ../nbs/01_scoring.ipynb #a4cbd9ae
+# %% ../nbs/01_scoring.ipynb #8c658cb3
 def _check_ctx_queries(keys, queries):
     if not isinstance(queries, Tensor) or queries.ndim < 2 or queries.shape[-1] != keys.shape[-1]: raise ValueError(
         f"queries must have shape (..., T, d={keys.shape[-1]}); got {tuple(getattr(queries, 'shape', ()))}")
@@ -206,6 +206,7 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
     qpos = torch.arange(n - t, n, device=dev) if query_positions is None else query_positions.to(dev)
     dt = _compute_dtype(keys, queries)
     k, q = keys.to(dt), queries.to(dt) / math.sqrt(keys.shape[-1])
+    if block is not None and t == 0: return k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n).float()
     if block is not None:                          # bands need contiguous runs of key and query positions, shared by all rows
         k0 = kpos.reshape(-1, n)[0]
         base = int(k0[0])
@@ -241,7 +242,7 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
     if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
         k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
-    if causal and halo % block == 0 and s0 + t <= n: return _band_chunks(k, q, s0, min(n_sink, n), block, halo, max_elems).reshape(*lead, n)
+    if causal and halo % block == 0 and 0 <= s0 and s0 + t <= n: return _band_chunks(k, q, s0, min(n_sink, n), block, halo, max_elems).reshape(*lead, n)
     g, nb, right = q.shape[-3], -(-t // block), (0 if causal else halo)
     w, ns = block + halo + right, min(n_sink, n)                                # window width, sinks
     pl, pr = max(0, halo - s0), max(0, s0 + nb * block + right - n)            # pad the keys so every window is a slice
@@ -268,8 +269,8 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
         ew, es = (lw - m).exp_(), (ls - m).exp_()                               # one softmax over window and sinks together
         z = ew.sum(-1, keepdim=True) + es.sum(-1, keepdim=True)
         real = qidx < s0 + t                                                    # padding queries of the last block see nothing
-        aw = ew.div_(z).masked_fill_(~real, 0).amax(-2).nan_to_num_(0.0)         # (..., nb', G, w): max over the block's queries
-        sink = torch.maximum(sink, es.div_(z).masked_fill_(~real, 0).amax(-2).nan_to_num_(0.0).amax(-3))
+        aw = ew.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).amax(-2)         # (..., nb', G, w): max over the block's queries
+        sink = torch.maximum(sink, es.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).amax(-2).amax(-3))   # (a query that sees no key: 0)
         idx = (start0 + bs[:, 0, 0] * block + c).reshape(-1)                   # padded index of every window column
         out.scatter_reduce_(-1, idx.expand(*out.shape[:-1], -1), aw.movedim(-3, -2).flatten(-2), "amax")
     out = out[..., pl:pl + n]
@@ -323,9 +324,9 @@ def _band_chunks(k:Tensor,   # keys (..., N, d)
         es = ls.sub_(mx).exp_() if ns else None
         z = sum(x.sum(-1, keepdim=True) for x in ex) + (es.sum(-1, keepdim=True) if ns else 0)
         real = (bs[:, None] * block + r < t)[:, None, :, None]      # (nb', 1, G*block, 1): padding queries see nothing
-        if ns: sink = torch.maximum(sink, es.div_(z).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2).amax(0).nan_to_num_(0.0))
+        if ns: sink = torch.maximum(sink, es.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2).amax(0))
         for p, x in enumerate(ex):                                  # block b's piece p covers keys of chunk c0 + b - p
-            a = x.div_(z).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2).nan_to_num_(0.0)   # (nb', R, G, block)
+            a = x.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2)   # (nb', R, G, block)
             lo = (e + c0 + b0 - p) * block
             seg = out[..., lo:lo + (b1 - b0) * block]
             torch.maximum(seg, a.permute(1, 2, 0, 3).reshape(seg.shape), out=seg)

@@ -117,7 +117,7 @@ def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=16, halo:i
     ctx_pairs = heads * (n * n / 2 if block is None else n * (block + halo))
     return dict(macs=ctx_pairs * d + 4 * kv_heads * n * d * d + 2 * kv_heads * d ** 3, exps=ctx_pairs)
 
-# %% ../nbs/15_speed.ipynb #bb97e830
+# %% ../nbs/15_speed.ipynb #0984d6fa
 SPEED_METHODS = ("knorm", "snapkv", "capkv", "jacap", "jacap:block=None", "jacap:prior_weight=1", "jacap:preset=paper",
                  "jacap:queries=replay")
 KVPRESS_SPEED_METHODS = ("kvpress:Knorm", "kvpress:TOVA", "kvpress:SnapKV", "kvpress:Cap", "kvpress:LeverageScore", "kvpress:Compactor")
@@ -137,7 +137,7 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
               methods=None,                  # method strings (default: SPEED_METHODS, + kvpress's when installed)
               model=None, tokenizer=None,    # default SmolLM2; a model without tokenizer reads random token ids (seed 0)
               ratio:float=0.75, repeats:int=3,
-              live:bool=True,                # also time the hooked prefill (jacap_nb methods)
+              live:bool=True,                # also time the hooked prefill (`with press(model)`, kvpress's presses too)
               progress:bool=True,
              ) -> list:                      # one dict per (N, method)
     "Compression cost of every method as a share of the prefill, at every length, measured in this process."
@@ -162,7 +162,7 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
             if n > 4096 and spec.label == "jacap:queries=replay": continue   # a second prefill: measured at the shorter lengths
             r = dict(N=n, method=spec.label, prefill_s=prefill_s, **time_compression(spec, model, pre, ratio, repeats))
             r["pct_of_prefill"] = 100 * r["compress_s"] / prefill_s
-            if live and spec.backend == "jacap_nb":
+            if live and spec.backend != "full":                          # kvpress's presses hook in the same way
                 lv = time_live(spec, model, ids, ratio, max(1, repeats - 1))
                 r.update(lv, live_pct=100 * (lv["live_prefill_s"] / lv["plain_prefill_s"] - 1))
             if spec.label == "jacap":
