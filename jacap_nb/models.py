@@ -116,7 +116,7 @@ def load_model(name:str|None=None, # "smollm2", a hub id / local folder, or None
     model_adapters(model)                                # an unsupported architecture fails here, with the supported list
     return model.eval(), AutoTokenizer.from_pretrained(name)
 
-# %% ../nbs/05_models.ipynb #2e098474
+# %% ../nbs/05_models.ipynb #5f45b6be
 SUPPORTED_ATTENTION = {"LlamaAttention": "llama", "MistralAttention": "mistral", "Qwen2Attention": "qwen2", "Qwen3Attention": "qwen3"}
 
 
@@ -149,7 +149,15 @@ class AttentionAdapter:
                sin:Tensor,
               ) -> Tensor: # post-RoPE queries (B, H, T, d)
         cos, sin = cos.unsqueeze(1).to(q.dtype), sin.unsqueeze(1).to(q.dtype)
-        return q * cos + _rotate_half(q) * sin
+        h = q.shape[-1] // 2
+        c, s = cos[..., :h], sin[..., :h]
+        if q.shape[-1] % 2 or (torch.is_grad_enabled() and q.requires_grad) or not (torch.equal(c, cos[..., h:]) and torch.equal(s, sin[..., h:])):
+            return q * cos + _rotate_half(q) * sin                          # the general formula
+        out = torch.empty(torch.broadcast_shapes(q.shape, cos.shape), dtype=q.dtype, device=q.device)
+        x1, x2 = q[..., :h], q[..., h:]                                     # the usual RoPE (each frequency used twice):
+        torch.mul(x1, c, out=out[..., :h]).sub_(x2 * s)                     # two half-width products per half and no
+        torch.mul(x2, c, out=out[..., h:]).add_(x1 * s)                     # concatenated copy: bit for bit the same
+        return out
 
     @staticmethod
     def unrotate(x:Tensor,   # rotated vectors (..., d), e.g. cached keys (B, Hkv, P, d)

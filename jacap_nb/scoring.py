@@ -179,7 +179,7 @@ def _prior_attention(keys, breadth=1.0, ridge=1e-3):
     n, d = keys.shape[-2], keys.shape[-1]
     return torch.softmax(breadth * n * _key_leverage(keys, ridge) / (2 * d), -1)
 
-# %% ../nbs/01_scoring.ipynb #8c658cb3
+# %% ../nbs/01_scoring.ipynb #d6b92486
 def _check_ctx_queries(keys, queries):
     if not isinstance(queries, Tensor) or queries.ndim < 2 or queries.shape[-1] != keys.shape[-1]: raise ValueError(
         f"queries must have shape (..., T, d={keys.shape[-1]}); got {tuple(getattr(queries, 'shape', ()))}")
@@ -205,7 +205,7 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
     kpos = torch.arange(n, device=dev) if key_positions is None else key_positions.to(dev)
     qpos = torch.arange(n - t, n, device=dev) if query_positions is None else query_positions.to(dev)
     dt = _compute_dtype(keys, queries)
-    k, q = keys.to(dt), queries.to(dt) / math.sqrt(keys.shape[-1])
+    k, q = keys.to(dt) / math.sqrt(keys.shape[-1]), queries.to(dt)          # the scale on the keys: G times fewer numbers
     if block is not None and t == 0: return k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n).float()
     if block is not None:                          # bands need contiguous runs of key and query positions, shared by all rows
         k0 = kpos.reshape(-1, n)[0]
@@ -230,8 +230,8 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
             out = torch.maximum(out, torch.softmax(logits, -1).nan_to_num(0.0).amax(-2))
     return out.float()
 
-def _band_attention(k:Tensor,      # keys (..., N, d)
-                    q:Tensor,      # queries (..., T, d), already divided by sqrt(d)
+def _band_attention(k:Tensor,      # keys (..., N, d), already divided by sqrt(d)
+                    q:Tensor,      # queries (..., T, d)
                     s0:int,        # key index of the first query (query j sits at key index s0 + j)
                     n_sink:int, block:int, halo:int, causal:bool,
                     max_elems:int=2**22, # logits per matrix product (bounds memory)
@@ -277,8 +277,8 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
     out[..., :ns] = torch.maximum(out[..., :ns], sink)
     return out.reshape(*lead, n)
 
-def _band_chunks(k:Tensor,   # keys (..., N, d)
-                 q:Tensor,   # queries (..., G, T, d) / sqrt(d), at key indices s0 .. s0 + T - 1 <= N - 1
+def _band_chunks(k:Tensor,   # keys (..., N, d) / sqrt(d)
+                 q:Tensor,   # queries (..., G, T, d), at key indices s0 .. s0 + T - 1 <= N - 1
                  s0:int, ns:int, block:int, halo:int, max_elems:int,
                 ) -> Tensor: # (..., G, N)
     "The causal band when halo is a whole number of blocks: keys cut into chunks aligned with the query blocks; block b sees its own chunk (causal triangle) and the halo/block chunks before it -- each one product of contiguous tensors, with the block index outermost so that no product copies its operands."
@@ -297,7 +297,7 @@ def _band_chunks(k:Tensor,   # keys (..., N, d)
     if full < nb: qb[full].zero_(); qb[full, :, :, :t - full * block].copy_(qf[:, :, full * block:])
     qb = qb.view(nb, rows, g * block, d)
     ls_all = None                                                   # (nb, R, G*block, ns) sink logits: one product for all queries
-    if ns: ls_all = F.pad((qf.flatten(1, 2) @ kf[:, :ns].mT).view(rows, g, t, ns), (0, 0, 0, nb * block - t)) \
+    if ns: ls_all = F.pad(qf @ kf[:, None, :ns].mT, (0, 0, 0, nb * block - t)) \
                      .view(rows, g, nb, block, ns).permute(2, 0, 1, 3, 4).reshape(nb, rows, g * block, ns)
     tri = torch.ones(block, block, dtype=torch.bool, device=dev).triu(1).repeat(g, 1)   # (G*block, block): key after query
     out = k.new_zeros(kf.shape[0], g, length)

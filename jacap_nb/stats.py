@@ -38,7 +38,7 @@ def masked_moments(q:Tensor,    # queries (B, H, T, d)
     denom = n.clamp_min(1)[:, None, None]
     return (qf * w).sum(2) / denom, (qf.pow(2) * w).sum(2) / denom, n
 
-# %% ../nbs/02_stats.ipynb #06a4c857
+# %% ../nbs/02_stats.ipynb #8a838faf
 def _rotate_half(x:Tensor) -> Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((-x2, x1), dim=-1)
@@ -54,12 +54,14 @@ def rope_mixture(mean:Tensor,  # pre-RoPE mean (B, H, d)
                  eps:float=1e-6, # variance floor
                 ) -> tuple:      # post-RoPE (mean, var), (B, H, d) each
     "Mean and diagonal variance of R(p) q with q ~ N(mean, diag var) and p uniform over the given positions."
-    c, s = cos.float()[:, None], sin.float()[:, None]      # (B, 1, n, d)
-    m = mean.float()[:, :, None]                            # (B, H, 1, d)
-    rotated = m * c + _rotate_half(m) * s                   # (B, H, n, d)
-    mu = rotated.mean(2)
-    spread = (c.pow(2) * var.float()[:, :, None] + s.pow(2) * _swap_half(var.float())[:, :, None]).mean(2)
-    return mu, (rotated.pow(2).mean(2) + spread - mu.pow(2)).clamp_min(eps)
+    c, s = cos.float(), sin.float()                         # (B or 1, n, d)
+    avg = lambda x: x.mean(-2)[:, None]                     # over the positions: (B or 1, 1, d)
+    ec, es, ecc, ess, ecs = avg(c), avg(s), avg(c * c), avg(s * s), avg(c * s)
+    m = mean.float(); rm = _rotate_half(m)                  # (B, H, d)
+    mu = m * ec + rm * es
+    second = m * m * ecc + rm * rm * ess + 2 * m * rm * ecs
+    spread = ecc * var.float() + ess * _swap_half(var.float())
+    return mu, (second + spread - mu.pow(2)).clamp_min(eps)
 
 # %% ../nbs/02_stats.ipynb #3c7c8a6a
 @dataclass
