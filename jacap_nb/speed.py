@@ -190,7 +190,7 @@ def plot_cost_vs_length(rows:list, title:str=""):
     ax.tick_params(labelsize=8); fig.tight_layout()
     return fig
 
-# %% ../nbs/15_speed.ipynb #9f6d1cea
+# %% ../nbs/15_speed.ipynb #947642f1
 SHAPES = ("smollm2", "llama8b")   # `jacap-nb speed --shape`: SmolLM2 itself, or random weights of Llama-3-8B's shape
 
 def shape_model(shape:str="llama8b", # one of SHAPES[1:]
@@ -217,6 +217,7 @@ def speed_parser() -> argparse.ArgumentParser:
     p.add_argument("--shape", choices=SHAPES, default="smollm2",
                    help="smollm2: the embedded model on pydoc text; llama8b: a random-weight Llama-3-8B-shaped model on random tokens")
     p.add_argument("--layers", type=int, default=1, help="decoder layers of a --shape model (the share of the prefill does not depend on it)")
+    p.add_argument("--decode-steps", type=int, default=64, help="generation steps of each cache in the idle-hook measurement (segments of 8)")
     p.add_argument("--out", help="write the rows (and the decoding overhead) as JSON here")
     return p
 
@@ -228,6 +229,7 @@ def speed_cli(argv:list|None=None) -> int:
         if any(n < 16 for n in a.lengths): raise ValueError(f"lengths must be >= 16 tokens; got {a.lengths}")
         if not 0 < a.ratio < 1: raise ValueError(f"ratio must be in (0, 1); got {a.ratio}")
         if a.layers < 1: raise ValueError(f"layers must be >= 1; got {a.layers}")
+        if a.decode_steps < 8: raise ValueError(f"decode-steps must be >= 8; got {a.decode_steps}")
         _speed_specs(a.methods, a.ratio, a.repeats)
         if a.shape == "smollm2":
             from jacap_nb.models import load_smollm2
@@ -236,7 +238,7 @@ def speed_cli(argv:list|None=None) -> int:
         rows = run_speed(a.lengths, a.methods, model, tok, a.ratio, a.repeats, not a.no_live)
         ids = (tok(" ".join(["The pass key is 12345."] * 200), return_tensors="pt").input_ids if tok is not None else
                torch.randint(0, model.config.vocab_size, (1, min(a.lengths)), generator=torch.Generator().manual_seed(1)))[:, :min(a.lengths)]
-        dec = decode_overhead(model, ids)
+        dec = decode_overhead(model, ids, steps=a.decode_steps)
     except (ValueError, TypeError) as e: print(f"jacap-nb speed: error: {e}", file=sys.stderr); return 2
     print(markdown_table(rows, cols=("N", "method", "prefill_s", "compress_s", "pct_of_prefill", "live_pct", "peak_extra_mib", "gmacs_per_s")))
     print(f"\nidle hook while decoding: {1e3 * dec['step_s']:.1f} ms/token plain, {1e3 * dec['hooked_step_s']:.1f} ms/token hooked "
