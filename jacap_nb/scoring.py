@@ -179,7 +179,7 @@ def _prior_attention(keys, breadth=1.0, ridge=1e-3):
     n, d = keys.shape[-2], keys.shape[-1]
     return torch.softmax(breadth * n * _key_leverage(keys, ridge) / (2 * d), -1)
 
-# %% ../nbs/01_scoring.ipynb #d6b92486
+# %% ../nbs/01_scoring.ipynb #588b2f16
 def _check_ctx_queries(keys, queries):
     if not isinstance(queries, Tensor) or queries.ndim < 2 or queries.shape[-1] != keys.shape[-1]: raise ValueError(
         f"queries must have shape (..., T, d={keys.shape[-1]}); got {tuple(getattr(queries, 'shape', ()))}")
@@ -242,55 +242,23 @@ def _band_attention(k:Tensor,      # keys (..., N, d), already divided by sqrt(d
     if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
         k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
-    if causal and halo % block == 0 and 0 <= s0 and s0 + t <= n: return _band_chunks(k, q, s0, min(n_sink, n), block, halo, max_elems).reshape(*lead, n)
-    g, nb, right = q.shape[-3], -(-t // block), (0 if causal else halo)
-    w, ns = block + halo + right, min(n_sink, n)                                # window width, sinks
-    pl, pr = max(0, halo - s0), max(0, s0 + nb * block + right - n)            # pad the keys so every window is a slice
-    kp, start0 = F.pad(k, (0, 0, pl, pr)), s0 - halo + max(0, halo - s0)       # start0: padded index of block 0's first key
-    qp = F.pad(q, (0, 0, 0, nb * block - t))                                    # (..., G, nb*block, d)
-    sink_logits = (qp @ k[..., None, :ns, :].mT).unflatten(-2, (nb, block)).transpose(-4, -3)   # (..., nb, G, block, ns)
-    qb = qp.unflatten(-2, (nb, block)).transpose(-4, -3).flatten(-3, -2)       # (..., nb, G*block, d)
-    out, sink = k.new_zeros(*k.shape[:-2], g, pl + n + pr), k.new_zeros(*k.shape[:-2], g, ns)
-    per = max(1, max_elems // max(1, math.prod(k.shape[:-2]) * g * block * w)) # blocks per product
-    r, c, cs = (torch.arange(x, device=dev) for x in (block, w, ns))
-    for b0 in range(0, nb, per):
-        b1 = min(nb, b0 + per)
-        bs = torch.arange(b0, b1, device=dev)[:, None, None, None]              # (nb', 1, 1, 1)
-        win = kp[..., start0 + b0 * block:start0 + (b1 - 1) * block + w, :].unfold(-2, w, block)   # (..., nb', d, w)
-        lw = (qb[..., b0:b1, :, :] @ win).unflatten(-2, (g, block))              # (..., nb', G, block, w)
-        ls = sink_logits[..., b0:b1, :, :, :]
-        kidx, qidx = s0 - halo + bs * block + c, s0 + bs * block + r[:, None]   # key index of window columns, of queries
-        bad = (kidx < 0) | (kidx >= n) | (kidx > s0 + t - 1 + right)
-        if causal: bad = bad | (kidx > qidx)
-        lw = lw.masked_fill(bad, float("-inf"))
-        ls = ls.masked_fill(cs >= (s0 - halo + bs * block).clamp(0, n), float("-inf"))   # a sink inside the window counts once
-        m = lw.amax(-1, keepdim=True)
-        if ns: m = torch.maximum(m, ls.amax(-1, keepdim=True))
-        ew, es = (lw - m).exp_(), (ls - m).exp_()                               # one softmax over window and sinks together
-        z = ew.sum(-1, keepdim=True) + es.sum(-1, keepdim=True)
-        real = qidx < s0 + t                                                    # padding queries of the last block see nothing
-        aw = ew.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).amax(-2)         # (..., nb', G, w): max over the block's queries
-        sink = torch.maximum(sink, es.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).amax(-2).amax(-3))   # (a query that sees no key: 0)
-        idx = (start0 + bs[:, 0, 0] * block + c).reshape(-1)                   # padded index of every window column
-        out.scatter_reduce_(-1, idx.expand(*out.shape[:-1], -1), aw.movedim(-3, -2).flatten(-2), "amax")
-    out = out[..., pl:pl + n]
-    out[..., :ns] = torch.maximum(out[..., :ns], sink)
-    return out.reshape(*lead, n)
+    return _band_chunks(k, q, s0, min(n_sink, n), block, halo, causal, max_elems).reshape(*lead, n)
 
 def _band_chunks(k:Tensor,   # keys (..., N, d) / sqrt(d)
-                 q:Tensor,   # queries (..., G, T, d), at key indices s0 .. s0 + T - 1 <= N - 1
-                 s0:int, ns:int, block:int, halo:int, max_elems:int,
+                 q:Tensor,   # queries (..., G, T, d), at key indices s0 .. s0 + T - 1
+                 s0:int, ns:int, block:int, halo:int, causal:bool, max_elems:int,
                 ) -> Tensor: # (..., G, N)
-    "The causal band when halo is a whole number of blocks: keys cut into chunks aligned with the query blocks; block b sees its own chunk (causal triangle) and the halo/block chunks before it -- each one product of contiguous tensors, with the block index outermost so that no product copies its operands."
+    "The keys cut into chunks aligned with the query blocks: block b sees its own chunk (causal triangle), the chunks within `halo` before it (and after it when not causal), columns outside the band masked -- each a product of contiguous tensors, with the block index outermost so that no product copies its operands."
     lead, (n, d), (g, t) = k.shape[:-2], k.shape[-2:], q.shape[-3:-1]
-    nb, m, dev = -(-t // block), halo // block + 1, k.device
+    right = 0 if causal else halo
+    nb, m, mr, dev = -(-t // block), -(-halo // block) + 1, -(-right // block), k.device   # m chunks up to its own, mr after
     pl = (-s0) % block                                             # left padding that aligns the chunks with the blocks
-    c0 = (s0 + pl) // block                                        # chunk of the first query block
-    e = max(0, m - 1 - c0)                                         # further empty chunks: every block has m chunks
-    length = (e + c0 + nb) * block                                 # keys after the last query are never seen
+    c0 = (s0 + pl) // block                                        # chunk of the first query block (before the extra chunks)
+    e = max(0, m - 1 - c0)                                         # further empty chunks: every block has its m chunks
+    length = (e + c0 + nb + mr) * block                            # keys beyond the last block's band are never seen
     kf, qf = k.reshape(-1, n, d), q.reshape(-1, g, t, d)           # (R, N, d), (R, G, T, d): R rows (batch x KV heads)
     kp = F.pad(kf, (0, 0, pl + e * block, max(0, length - pl - e * block - n)))[:, :length]
-    kc = kp.view(-1, e + c0 + nb, block, d).transpose(0, 1).contiguous()            # (chunks, R, block, d)
+    kc = kp.view(-1, e + c0 + nb + mr, block, d).transpose(0, 1).contiguous()        # (chunks, R, block, d)
     full, rows = t // block, kf.shape[0]
     qb = qf.new_empty(nb, rows, g, block, d)                       # (nb, R, G, block, d): one copy, block index outermost
     qb[:full].copy_(qf[:, :, :full * block].view(rows, g, full, block, d).permute(2, 0, 1, 3, 4))
@@ -302,30 +270,33 @@ def _band_chunks(k:Tensor,   # keys (..., N, d) / sqrt(d)
     tri = torch.ones(block, block, dtype=torch.bool, device=dev).triu(1).repeat(g, 1)   # (G*block, block): key after query
     out = k.new_zeros(kf.shape[0], g, length)
     sink = k.new_zeros(kf.shape[0], g, ns)
-    per = max(1, max_elems // max(1, kf.shape[0] * g * block * (m * block + ns)))
+    per = max(1, max_elems // max(1, kf.shape[0] * g * block * ((m + mr) * block + ns)))
     r = torch.arange(g * block, device=dev) % block
+    col = torch.arange(block, device=dev)
     for b0 in range(0, nb, per):
         b1 = min(nb, b0 + per)
-        bs = torch.arange(b0, b1, device=dev)
+        bs = torch.arange(b0, b1, device=dev)[:, None]
+        last = torch.clamp(s0 + (bs + 1) * block - 1, max=s0 + t - 1)  # each block's last real query
         pieces = []
-        for p in range(m):                                         # piece p: the chunk p blocks before the block's own
+        for p in range(-mr, m):                                    # piece p: the chunk p blocks before the block's own
             lp = qb[b0:b1] @ kc[e + c0 + b0 - p:e + c0 + b1 - p].mT  # (nb', R, G*block, block)
-            if p == 0: lp.masked_fill_(tri, float("-inf"))
-            kidx = (c0 + bs[:, None] - p) * block + torch.arange(block, device=dev) - pl   # (nb', block) key index
-            if bool((kidx[0] < 0).any()): lp.masked_fill_((kidx < 0)[:, None, None, :], float("-inf"))
-            pieces.append(lp)
-        mx = pieces[0].amax(-1, keepdim=True)                       # (nb', R, G*block, 1) row maxima
-        for lp in pieces[1:]: mx = torch.maximum(mx, lp.amax(-1, keepdim=True))
+            if p == 0 and causal: lp.masked_fill_(tri, float("-inf"))
+            kidx = (c0 + bs - p) * block + col - pl                # (nb', block) key index of each column
+            bad = (kidx < 0) | (kidx >= n) | (kidx < s0 + bs * block - halo) | (kidx > last + right)
+            if bool(bad.any()): lp.masked_fill_(bad[:, None, None, :], float("-inf"))
+            pieces.append((p, lp))
+        mx = pieces[0][1].amax(-1, keepdim=True)                    # (nb', R, G*block, 1) row maxima
+        for _, lp in pieces[1:]: mx = torch.maximum(mx, lp.amax(-1, keepdim=True))
         if ns:
-            lo = (s0 - halo + bs * block).clamp(0, n)               # a sink inside the window counts once
+            lo = (s0 - halo + bs[:, 0] * block).clamp(0, n)         # a sink inside the window counts once
             ls = ls_all[b0:b1].masked_fill((torch.arange(ns, device=dev) >= lo[:, None])[:, None, None, :], float("-inf"))
             mx = torch.maximum(mx, ls.amax(-1, keepdim=True))
-        ex = [lp.sub_(mx).exp_() for lp in pieces]                  # one softmax over the pieces and the sinks together
+        ex = [(p, lp.sub_(mx).exp_()) for p, lp in pieces]          # one softmax over the pieces and the sinks together
         es = ls.sub_(mx).exp_() if ns else None
-        z = sum(x.sum(-1, keepdim=True) for x in ex) + (es.sum(-1, keepdim=True) if ns else 0)
-        real = (bs[:, None] * block + r < t)[:, None, :, None]      # (nb', 1, G*block, 1): padding queries see nothing
+        z = sum(x.sum(-1, keepdim=True) for _, x in ex) + (es.sum(-1, keepdim=True) if ns else 0)
+        real = (bs * block + r < t)[:, None, :, None]              # (nb', 1, G*block, 1): padding queries see nothing
         if ns: sink = torch.maximum(sink, es.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2).amax(0))
-        for p, x in enumerate(ex):                                  # block b's piece p covers keys of chunk c0 + b - p
+        for p, x in ex:                                             # block b's piece p covers keys of chunk c0 + b - p
             a = x.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2)   # (nb', R, G, block)
             lo = (e + c0 + b0 - p) * block
             seg = out[..., lo:lo + (b1 - b0) * block]
