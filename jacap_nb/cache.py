@@ -18,8 +18,8 @@ __all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'St
            'layer_counts', 'after_attention', 'head_budgets', 'head_slots', 'enable_head_masks', 'LayerBudget',
            'apply_press', 'Prefill', 'cache_from_layers', 'capture_prefill', 'compress_layers']
 
-# %% ../nbs/06_cache.ipynb #ee14be8c
-from .scoring import select_tokens
+# %% ../nbs/06_cache.ipynb #9ed17776
+from .scoring import select_tokens, _top_sorted
 from .stats import QueryStats, ema_update, rope_mixture
 from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
 
@@ -126,7 +126,7 @@ def cache_bytes(cache) -> int:
     return sum(l.keys.numel() * l.keys.element_size() + l.values.numel() * l.values.element_size()
                for l in cache.layers if getattr(l, "keys", None) is not None)
 
-# %% ../nbs/06_cache.ipynb #21415ad6
+# %% ../nbs/06_cache.ipynb #b1923aec
 def select_slots(scores:Tensor,    # (B, Hkv, P) float scores, larger = keep
                  valid:Tensor,     # bool (B, P): real (non-padding) slots (same for all heads)
                  real_keep:list,   # real tokens to keep per row
@@ -136,8 +136,7 @@ def select_slots(scores:Tensor,    # (B, Hkv, P) float scores, larger = keep
     "Per-row selection of kept slots with padding-aware budgets."
     if bool(valid.all()) and all(int(k) == physical for k in real_keep):   # no padding (the common case): one batched top-k
         if int(protect.sum(-1).max()) > physical: return select_tokens(scores.float(), physical, 0, 0, protect)   # its error
-        s = scores.float().nan_to_num(posinf=torch.finfo(torch.float32).max).masked_fill(protect, float("inf"))
-        return s.topk(physical, dim=-1).indices.sort(dim=-1).values        # what select_tokens returns, without its checks
+        return _top_sorted(scores.float(), physical, protect)              # select_tokens without its checks
     rows = []
     for b in range(scores.shape[0]):
         k = int(real_keep[b])
@@ -303,7 +302,7 @@ class PressRun:
         "Total time of the eviction events (scoring + selection + gather)."
         return sum(r["seconds"] for r in self.records)
 
-# %% ../nbs/06_cache.ipynb #0886cc0a
+# %% ../nbs/06_cache.ipynb #eaa52b08
 def _global_budget(press) -> bool:
     "Whether the press spends one budget over all heads and layers (`budget` 'heads' or 'layers'): eviction waits for the last layer."
     return getattr(press, "budget", "uniform") in ("heads", "layers")
@@ -385,8 +384,7 @@ def _attention_hook(run:PressRun, ad:AttentionAdapter):
         h = kwargs.get("hidden_states", args[0] if args else None)
         layer = cache.layers[ad.layer_idx]
         if not isinstance(layer, CompressedLayer): layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(layer)
-        if run._idle_steps and layer.logical_length != h.shape[1] and not run._replaying and \
-           (run._decoding is None or layer.physical_length < run._decoding[0]): return   # a generation step with nothing to do
+        if _idle_step(run, layer, h.shape[1]): return                        # before building anything
         with torch.no_grad(): after_attention(run, ad, layer, h, *kwargs["position_embeddings"], q_proj_out=q)
     return hook
 
@@ -395,7 +393,7 @@ def _q_proj_hook(run:PressRun, ad:AttentionAdapter):
     def hook(mod, args, out): run._q_proj[ad.layer_idx] = out
     return hook
 
-# %% ../nbs/06_cache.ipynb #c25c6065
+# %% ../nbs/06_cache.ipynb #f752fc52
 def _update_stats(run:PressRun, view:LayerView, prefill:bool):
     cfg = run.press.stats
     if cfg is None: return
@@ -406,6 +404,11 @@ def _update_stats(run:PressRun, view:LayerView, prefill:bool):
         st = QueryStats.from_queries(qs, view.token_valid, skip=cfg.skip, window=cfg.window, eps=cfg.eps, frame=cfg.frame, recent=recent)
     else: st = ema_update(old, qs, cfg.beta, view.token_valid, view.queries.float())
     run.stats[view.adapter.layer_idx] = st
+
+def _idle_step(run:PressRun, layer:CompressedLayer, t:int) -> bool:
+    "A generation step with nothing to do: no prefill or replay, no statistics to update, no eviction due."
+    return layer.logical_length != t and not run._replaying and run._idle_steps and \
+           (run._decoding is None or layer.physical_length < run._decoding[0])
 
 def after_attention(run:PressRun,           # the running application of a press
                     ad:AttentionAdapter,    # the layer's adapter
@@ -418,10 +421,7 @@ def after_attention(run:PressRun,           # the running application of a press
     t = h.shape[1]
     am = run.attention_mask
     prefill = layer.logical_length == t
-    cfg = run.press.stats
-    dec = run.press.decoding
-    if not (prefill or run._replaying or cfg is not None or (dec is not None and layer.physical_length >= dec[0])):
-        return                    # an idle generation step: no statistics to update, no eviction due, nothing to build
+    cfg, dec = run.press.stats, run._decoding                     # (the hook skips idle generation steps: `_idle_step`)
     tpos = torch.arange(layer.logical_length - t, layer.logical_length, device=h.device).expand(h.shape[0], t)
     view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, am.sum(-1),
                      rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=am.float().argmax(-1),

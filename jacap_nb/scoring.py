@@ -488,7 +488,7 @@ def random_scores(keys:Tensor, values:Tensor, seed:int=0) -> Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.rand(tuple(keys.shape[:-1]), generator=g).to(keys.device)
 
-# %% ../nbs/01_scoring.ipynb #0b7ad910
+# %% ../nbs/01_scoring.ipynb #bd154119
 def select_tokens(scores:Tensor, # scores (..., N), larger = keep
                   budget:int,    # tokens to keep per row, 0 <= budget <= N
                   n_sink:int=4,  # the first n_sink positions are always kept
@@ -513,7 +513,11 @@ def select_tokens(scores:Tensor, # scores (..., N), larger = keep
     n_prot = int(prot.sum(-1).max()) if prot.numel() else 0
     if n_prot > budget: raise ValueError(
         f"protected tokens ({n_prot}: n_sink={n_sink}, window={window}, protect mask) exceed budget={budget}")
+    return _top_sorted(scores, budget, prot)
+
+def _top_sorted(scores:Tensor, budget:int, protect:Tensor) -> Tensor:
+    "Unchecked `select_tokens`: the `budget` best per row, `protect`ed ones first, ascending (scores without NaN)."
     s = scores if scores.is_floating_point() else scores.float()
     s = s.nan_to_num(posinf=torch.finfo(s.dtype).max)             # an unprotected +inf must not tie with the protected ones
-    s = s.expand(*prot.shape).masked_fill(prot, float('inf'))
+    s = s.expand(*protect.shape).masked_fill(protect, float('inf'))
     return s.topk(budget, dim=-1).indices.sort(dim=-1).values
