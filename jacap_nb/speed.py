@@ -15,9 +15,9 @@ __all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'SHAPES', 'peak_tensor_byte
            'decode_overhead', 'jacap_flops', 'run_speed', 'plot_cost_vs_length', 'shape_model', 'speed_parser',
            'speed_cli']
 
-# %% ../nbs/15_speed.ipynb #187e4851
+# %% ../nbs/15_speed.ipynb #52240ca6
 from .cache import capture_prefill, compress_layers, cache_kwarg
-from .presses import make_press, DecodingEviction
+from .presses import make_press, DecodingEviction, Jacap
 from .bench import parse_method, library_versions, _no_machine_path
 from .report import markdown_table, method_color
 
@@ -111,8 +111,8 @@ def decode_overhead(model, ids, steps:int=64, segment:int=8) -> dict:
     for _ in range(max(1, steps // segment)): p.append(run("plain")); h.append(run("hooked"))
     return dict(step_s=min(p), hooked_step_s=min(h), overhead=min(h) / min(p) - 1)
 
-# %% ../nbs/15_speed.ipynb #d0d8f1ba
-def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=16, halo:int=16) -> dict:
+# %% ../nbs/15_speed.ipynb #b5bd5c9d
+def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=Jacap.block, halo:int=Jacap.halo) -> dict:
     "Multiply-adds and exponentials of the default Jacap scorer for one layer (dominant terms)."
     ctx_pairs = heads * (n * n / 2 if block is None else n * (block + halo))
     return dict(macs=ctx_pairs * d + 4 * kv_heads * n * d * d + 2 * kv_heads * d ** 3, exps=ctx_pairs)
