@@ -190,9 +190,11 @@ class Jacap(Scorer):
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
             skip = 4 if view.token_positions.shape[1] > 8 else 0             # prefill: every prompt token's query but the
-            q, qpos = view.queries[:, :, skip:], view.token_positions[0, skip:]   # first 4 (attention sinks see only themselves)
+            q, qpos = view.queries_pre[:, :, skip:], view.token_positions[0, skip:]   # first 4 (attention sinks see only themselves),
+            rope = (view.cos[:, skip:], view.sin[:, skip:])                   # pre-RoPE: rotated where the band reads them
+            if view.cos is None or view.cos.shape[0] != 1 or "queries" in view.__dict__: q, rope = view.queries[:, :, skip:], None
         else:                                                                 # decoding: the recent queries of the run
-            q = view.stats.recent                                              # the last W tokens, in the keys' logical frame
+            q, rope = view.stats.recent, None                                  # the last W tokens, in the keys' logical frame
             qpos = view.token_positions[0, -1] + 1 - q.shape[2] + torch.arange(q.shape[2], device=q.device)
         q = q.reshape(b, hkv, view.group, *q.shape[2:])
         ar = torch.arange(p, device=qpos.device)
@@ -202,11 +204,11 @@ class Jacap(Scorer):
         if self.score == "attention":
             worst = scoring._context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
                                               key_positions=None if kpos is None else kpos[..., None, :],
-                                              block=self.block, halo=self.halo).amax(-2)
+                                              block=self.block, halo=self.halo, rope=rope).amax(-2)
             return self._attention(view, worst)
         return scoring._context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
                                             self.noise_var, causal=self.causal, key_positions=kpos,
-                                            query_positions=qpos, block=self.block, halo=self.halo)
+                                            query_positions=qpos, block=self.block, halo=self.halo, rope=rope)
 
     def _attention(self, view, worst:Tensor) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."

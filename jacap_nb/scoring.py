@@ -81,10 +81,11 @@ def _capacity_matrix(weights:Tensor, values:Tensor, noise_var) -> tuple[Tensor, 
     "A = I + sum_j (w_j/sigma^2) v_j v_j^T (..., d_v, d_v) and the scaled weights w/sigma^2 (..., N)."
     dt = _compute_dtype(weights, values)
     w, v = weights.to(dt), values.to(dt)
-    s2 = auto_noise_var(w, v)[..., None] if isinstance(noise_var, str) else noise_var  # auto: clamped away from 0
-    w = w / s2
     gram = torch.einsum('...n,...ni,...nj->...ij', w, v, v)    # sum_j w_j v_j v_j^T, one contraction over N
-    return gram + torch.eye(v.shape[-1], dtype=dt, device=v.device), w
+    if isinstance(noise_var, str):                              # auto: tr(gram) / d_v = auto_noise_var, read off the Gram
+        s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / v.shape[-1]).clamp_min(torch.finfo(dt).tiny)[..., None]
+        return gram / s2[..., None] + torch.eye(v.shape[-1], dtype=dt, device=v.device), w / s2
+    return gram / noise_var + torch.eye(v.shape[-1], dtype=dt, device=v.device), w / noise_var
 
 def leverage_scores(weights:Tensor, # non-negative token weights w (..., N)
                     values:Tensor,  # values v (..., N, d_v); leading dims broadcast with weights'
@@ -199,21 +200,23 @@ def context_attention(keys:Tensor,     # keys (..., N, d), post-RoPE (what the q
     _check_cache(keys); _check_ctx_queries(keys, queries)
     return _context_attention(keys, queries, causal, key_positions, query_positions, n_sink, block, halo, chunk)
 
-def _context_attention(keys, queries, causal=True, key_positions=None, query_positions=None, n_sink=4, block=None, halo=64, chunk=256):
-    "Unchecked `context_attention`."
+def _context_attention(keys, queries, causal=True, key_positions=None, query_positions=None, n_sink=4, block=None, halo=64, chunk=256, rope=None):
+    "Unchecked `context_attention`; `rope=(cos, sin)` (T, d): the queries are pre-RoPE, rotated here (in band mode block by block, into the buffer the products read: no rotated copy of every query)."
     n, t, dev = keys.shape[-2], queries.shape[-2], keys.device
     kpos = torch.arange(n, device=dev) if key_positions is None else key_positions.to(dev)
     qpos = torch.arange(n - t, n, device=dev) if query_positions is None else query_positions.to(dev)
     dt = _compute_dtype(keys, queries)
     k, q = keys.to(dt) / math.sqrt(keys.shape[-1]), queries.to(dt)          # the scale on the keys: G times fewer numbers
+    if rope is not None: rope = tuple(r.to(dt).reshape(t, -1) for r in rope)  # one (T, d) table shared by every row
     if block is not None and t == 0: return k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n).float()
     if block is not None:                          # bands need contiguous runs of key and query positions, shared by all rows
         k0 = kpos.reshape(-1, n)[0]
         base = int(k0[0])
         if qpos.ndim == 1 and torch.equal(kpos.expand(*kpos.shape[:-1], n).reshape(-1, n), k0.expand(kpos.numel() // n, n)) \
            and torch.equal(k0, torch.arange(base, base + n, device=dev)) and torch.equal(qpos, torch.arange(int(qpos[0]), int(qpos[0]) + t, device=dev)):
-            return _band_attention(k, q, int(qpos[0]) - base, n_sink, block, halo, causal).float()
+            return _band_attention(k, q, int(qpos[0]) - base, n_sink, block, halo, causal, rope=rope).float()
         # otherwise (e.g. after an eviction) exact: the few decoding queries are cheap
+    if rope is not None: q = _rope_into(torch.empty(q.shape, dtype=q.dtype, device=dev), q, rope[0].to(dt), rope[1].to(dt))
     out = k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n)
     plain = key_positions is None and query_positions is None             # keys 0..N-1, queries N-T..N-1
     for s in range(0, t, chunk):
@@ -230,11 +233,20 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
             out = torch.maximum(out, torch.softmax(logits, -1).nan_to_num(0.0).amax(-2))
     return out.float()
 
+def _rope_into(out:Tensor, x:Tensor, cos:Tensor, sin:Tensor) -> Tensor:
+    "RoPE in the rotate-half convention (Llama, Mistral, Qwen): out = x cos + rotate_half(x) sin, written into `out`."
+    h = x.shape[-1] // 2
+    torch.mul(x, cos, out=out)
+    out[..., :h].addcmul_(x[..., h:], sin[..., :h], value=-1)
+    out[..., h:].addcmul_(x[..., :h], sin[..., h:])
+    return out
+
 def _band_attention(k:Tensor,      # keys (..., N, d), already divided by sqrt(d)
                     q:Tensor,      # queries (..., T, d)
                     s0:int,        # key index of the first query (query j sits at key index s0 + j)
                     n_sink:int, block:int, halo:int, causal:bool,
-                    max_elems:int=2**22, # logits per matrix product (bounds memory)
+                    max_elems:int=2**18, # logits per matrix product (bounds memory; about 1 MiB keeps each step in cache)
+                    rope:tuple|None=None, # (cos, sin) (T, d) when `q` is pre-RoPE: rotated block by block
                    ) -> Tensor:    # max_j alpha_i(q_j) (..., N)
     "Band mode of `context_attention` in a few batched products: block b of queries sees keys [s0 + b block - halo, its last query (+ halo)) and the first n_sink keys."
     n, t = k.shape[-2], q.shape[-2]
@@ -242,68 +254,68 @@ def _band_attention(k:Tensor,      # keys (..., N, d), already divided by sqrt(d
     if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
         k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
-    return _band_chunks(k, q, s0, min(n_sink, n), block, halo, causal, max_elems).reshape(*lead, n)
+    return _band_windows(k, q, s0, min(n_sink, n), block, halo, causal, max_elems, rope).reshape(*lead, n)
 
-def _band_chunks(k:Tensor,   # keys (..., N, d) / sqrt(d)
-                 q:Tensor,   # queries (..., G, T, d), at key indices s0 .. s0 + T - 1
-                 s0:int, ns:int, block:int, halo:int, causal:bool, max_elems:int,
-                ) -> Tensor: # (..., G, N)
-    "The keys cut into chunks aligned with the query blocks: block b sees its own chunk (causal triangle), the chunks within `halo` before it (and after it when not causal), columns outside the band masked -- each a product of contiguous tensors, with the block index outermost so that no product copies its operands."
+def _band_windows(k:Tensor,   # keys (..., N, d) / sqrt(d)
+                  q:Tensor,   # queries (..., G, T, d), at key indices s0 .. s0 + T - 1
+                  s0:int, ns:int, block:int, halo:int, causal:bool, max_elems:int,
+                  rope:tuple|None=None, # (cos, sin) (T, d) when `q` is pre-RoPE
+                 ) -> Tensor: # (..., G, N)
+    "Each block of queries against one window of keys -- the sinks before the band, then the keys from `halo` before the block to its last query (+ `halo`) -- gathered once, so that a block is one product and one softmax over contiguous memory; a group of blocks at a time goes through reused buffers."
     lead, (n, d), (g, t) = k.shape[:-2], k.shape[-2:], q.shape[-3:-1]
     right = 0 if causal else halo
-    nb, m, mr, dev = -(-t // block), -(-halo // block) + 1, -(-right // block), k.device   # m chunks up to its own, mr after
-    pl = (-s0) % block                                             # left padding that aligns the chunks with the blocks
-    c0 = (s0 + pl) // block                                        # chunk of the first query block (before the extra chunks)
-    e = max(0, m - 1 - c0)                                         # further empty chunks: every block has its m chunks
-    length = (e + c0 + nb + mr) * block                            # keys beyond the last block's band are never seen
+    nb = -(-t // block)
+    w = -(-(halo + block + right) // block) * block                # window width, in whole chunks of `block` keys
     kf, qf = k.reshape(-1, n, d), q.reshape(-1, g, t, d)           # (R, N, d), (R, G, T, d): R rows (batch x KV heads)
-    kp = F.pad(kf, (0, 0, pl + e * block, max(0, length - pl - e * block - n)))[:, :length]
-    kc = kp.view(-1, e + c0 + nb + mr, block, d).transpose(0, 1).contiguous()        # (chunks, R, block, d)
-    full, rows = t // block, kf.shape[0]
-    qb = qf.new_empty(nb, rows, g, block, d)                       # (nb, R, G, block, d): one copy, block index outermost
-    qb[:full].copy_(qf[:, :, :full * block].view(rows, g, full, block, d).permute(2, 0, 1, 3, 4))
-    if full < nb: qb[full].zero_(); qb[full, :, :, :t - full * block].copy_(qf[:, :, full * block:])
-    qb = qb.view(nb, rows, g * block, d)
-    ls_all = None                                                   # (nb, R, G*block, ns) sink logits: one product for all queries
-    if ns: ls_all = F.pad(qf @ kf[:, None, :ns].mT, (0, 0, 0, nb * block - t)) \
-                     .view(rows, g, nb, block, ns).permute(2, 0, 1, 3, 4).reshape(nb, rows, g * block, ns)
-    tri = torch.ones(block, block, dtype=torch.bool, device=dev).triu(1).repeat(g, 1)   # (G*block, block): key after query
-    out = k.new_zeros(kf.shape[0], g, length)
-    sink = k.new_zeros(kf.shape[0], g, ns)
-    per = max(1, max_elems // max(1, kf.shape[0] * g * block * ((m + mr) * block + ns)))
-    r = torch.arange(g * block, device=dev) % block
-    col = torch.arange(block, device=dev)
+    rows, dev = kf.shape[0], k.device
+    ws0 = s0 - halo                                                # key index of block 0's first window column
+    b_ = torch.arange(nb, device=dev)[:, None, None]               # (nb, 1, 1) block, (1, block, 1) query, (1, 1, w) column
+    kidx = ws0 + b_ * block + torch.arange(w, device=dev)          # (nb, 1, w) key index of each window column
+    qidx = s0 + torch.clamp(b_ * block + torch.arange(block, device=dev)[:, None], max=t - 1)   # (nb, block, 1): a short
+    hi = torch.clamp(qidx if causal else qidx[:, -1:] + right, max=n - 1)  # last block repeats its last query; last key seen
+    bad = ((kidx < 0) | (kidx > hi)).expand(nb, block, w)          # (nb, block, w) columns outside the band
+    empty = bool((hi < kidx[..., :1].clamp_min(0)).any())          # queries that see no window key (before every key)
+    if ns:                                                         # a sink inside the window counts once (there)
+        bad = torch.cat([(torch.arange(ns, device=dev) >= kidx[..., :1].clamp(0, n)).expand(nb, block, ns), bad], -1)
+        idx = torch.cat([torch.arange(ns, device=dev).expand(nb, ns), kidx[:, 0]], -1)
+    else: idx = kidx[:, 0]
+    idx = idx.clamp(0, n - 1)                                      # (nb, ns + w) the key of each column (masked ones: any)
+    neg = torch.zeros(bad.shape, dtype=k.dtype, device=dev).masked_fill_(bad, float("-inf"))   # added: cheaper than masked_fill
+    c, full = ns + w, t // block
+    per = max(1, min(nb, max_elems // max(1, rows * g * block * c)))     # blocks per step
+    bufs = lambda m: (qf.new_empty(rows, m, g, block, d), kf.new_empty(rows, m * c, d), kf.new_empty(rows, m, g * block, c))
+    buf = bufs(per)                                                # reused: the queries of `per` blocks, their keys, logits
+    out = kf.new_zeros(rows, g, n + w)                             # window columns past the last key land in the padding
+    sink = kf.new_zeros(rows, g, ns)
+    cos, sin = rope if rope is not None else (None, None)
+    def put(dst, src, j0, j1, shape):                              # queries into the buffer, rotated on the way if pre-RoPE
+        if rope is None: dst.copy_(src)
+        else: _rope_into(dst, src, cos[j0:j1].view(shape), sin[j0:j1].view(shape))
     for b0 in range(0, nb, per):
-        b1 = min(nb, b0 + per)
-        bs = torch.arange(b0, b1, device=dev)[:, None]
-        last = torch.clamp(s0 + (bs + 1) * block - 1, max=s0 + t - 1)  # each block's last real query
-        pieces = []
-        for p in range(-mr, m):                                    # piece p: the chunk p blocks before the block's own
-            lp = qb[b0:b1] @ kc[e + c0 + b0 - p:e + c0 + b1 - p].mT  # (nb', R, G*block, block)
-            if p == 0 and causal: lp.masked_fill_(tri, float("-inf"))
-            kidx = (c0 + bs - p) * block + col - pl                # (nb', block) key index of each column
-            bad = (kidx < 0) | (kidx >= n) | (kidx < s0 + bs * block - halo) | (kidx > last + right)
-            if bool(bad.any()): lp.masked_fill_(bad[:, None, None, :], float("-inf"))
-            pieces.append((p, lp))
-        mx = pieces[0][1].amax(-1, keepdim=True)                    # (nb', R, G*block, 1) row maxima
-        for _, lp in pieces[1:]: mx = torch.maximum(mx, lp.amax(-1, keepdim=True))
-        if ns:
-            lo = (s0 - halo + bs[:, 0] * block).clamp(0, n)         # a sink inside the window counts once
-            ls = ls_all[b0:b1].masked_fill((torch.arange(ns, device=dev) >= lo[:, None])[:, None, None, :], float("-inf"))
-            mx = torch.maximum(mx, ls.amax(-1, keepdim=True))
-        ex = [(p, lp.sub_(mx).exp_()) for p, lp in pieces]          # one softmax over the pieces and the sinks together
-        es = ls.sub_(mx).exp_() if ns else None
-        z = sum(x.sum(-1, keepdim=True) for _, x in ex) + (es.sum(-1, keepdim=True) if ns else 0)
-        real = (bs * block + r < t)[:, None, :, None]              # (nb', 1, G*block, 1): padding queries see nothing
-        if ns: sink = torch.maximum(sink, es.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2).amax(0))
-        for p, x in ex:                                             # block b's piece p covers keys of chunk c0 + b - p
-            a = x.div_(z).nan_to_num_(0.0).masked_fill_(~real, 0).unflatten(-2, (g, block)).amax(-2)   # (nb', R, G, block)
-            lo = (e + c0 + b0 - p) * block
-            seg = out[..., lo:lo + (b1 - b0) * block]
-            torch.maximum(seg, a.permute(1, 2, 0, 3).reshape(seg.shape), out=seg)
-    out = out[..., pl + e * block:]
-    out = F.pad(out, (0, n - out.shape[-1])) if out.shape[-1] < n else out[..., :n]
-    out[..., :ns] = torch.maximum(out[..., :ns], sink)
+        b1 = min(nb, b0 + per); m = b1 - b0
+        qm, km, lm = buf if m == per else bufs(m)                  # contiguous: each product writes its output directly
+        f1 = min(b1, full)
+        if f1 > b0: put(qm[:, :f1 - b0], qf[:, :, b0 * block:f1 * block].view(rows, g, f1 - b0, block, d).transpose(1, 2),
+                        b0 * block, f1 * block, (1, f1 - b0, 1, block, d))
+        if b1 > full:                                              # the short last block: its queries, then its last again
+            r0 = t - full * block
+            put(qm[:, full - b0, :, :r0], qf[:, :, full * block:], full * block, t, (r0, d))
+            qm[:, full - b0, :, r0:].copy_(qm[:, full - b0, :, r0 - 1:r0].expand(rows, g, block - r0, d))
+        torch.index_select(kf, 1, idx[b0:b1].reshape(-1), out=km)
+        torch.bmm(qm.view(rows * m, g * block, d), km.view(rows * m, c, d).mT, out=lm.view(rows * m, g * block, c))
+        lm.view(rows, m, g, block, c).add_(neg[None, b0:b1, None])
+        a = torch.softmax(lm, -1)
+        if empty: a.nan_to_num_(0.0)
+        a = a.view(rows, m, g, block, c).amax(-2)                  # (R, m, G, c): the worst case over each block's queries
+        if ns: torch.maximum(sink, a[..., :ns].amax(1), out=sink)
+        for p in range(w // block):                                # chunk p of block b's window: keys from ws0 + (b + p) block
+            lo = ws0 + (b0 + p) * block
+            a_p = a[..., ns + p * block:ns + (p + 1) * block].permute(0, 2, 1, 3).reshape(rows, g, m * block)
+            if lo < 0: a_p, lo = a_p[..., -lo:], 0
+            seg = out[..., lo:lo + a_p.shape[-1]]
+            torch.maximum(seg, a_p[..., :seg.shape[-1]], out=seg)
+    out = out[..., :n]
+    if ns: out[..., :ns] = torch.maximum(out[..., :ns], sink)
     return out.reshape(*lead, g, n)
 
 # %% ../nbs/01_scoring.ipynb #e34a78e4
