@@ -287,6 +287,7 @@ class PressRun:
         self._deferred = {}       # per-head budgets: layer -> (view, layer) scored together at the end of the prefill
         self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
+        self._layer_hooks = None                                      # handles of the attention hooks while attached
 
     def __repr__(self):
         return f"PressRun({type(self.press).__name__}: {len(self.records)} evictions, {self.fallbacks} fallbacks)"
@@ -366,6 +367,7 @@ def _pre_forward(run:PressRun):
             if getattr(run.press, "replay", False):
                 if b != 1: raise ValueError("a replay press compresses one prompt at a time (batch size 1)")
                 run._prompt_ids = kwargs.get("input_ids", args[0] if args else None)
+        _attach_layer_hooks(run, not (seen and _idle_forward(run, cache, q)))   # idle steps run with no per-layer hook
         layer = _first_compressed(cache)
         if layer is not None and layer.physical_length < layer.logical_length and (am is not None or not full.all()):
             p, l = layer.physical_length, layer.logical_length
@@ -387,6 +389,21 @@ def _attention_hook(run:PressRun, ad:AttentionAdapter):
         if _idle_step(run, layer, h.shape[1]): return                        # before building anything
         with torch.no_grad(): after_attention(run, ad, layer, h, *kwargs["position_embeddings"], q_proj_out=q)
     return hook
+
+def _idle_forward(run:PressRun, cache, q:int) -> bool:
+    "Before a generation step of `q` tokens: whether it is idle in every layer (`_idle_step`), so no layer needs its hook."
+    if run._replaying or not run._idle_steps: return False
+    layers = getattr(cache, "layers", None)
+    if not layers or len(layers) != len(run.adapters) or not all(isinstance(l, CompressedLayer) for l in layers): return False
+    return run._decoding is None or max(l.physical_length for l in layers) + q < run._decoding[0]
+
+def _attach_layer_hooks(run:PressRun, on:bool):
+    "Attach (or detach) the attention hooks of every layer: a module with no hook takes PyTorch's fast call path."
+    if on and run._layer_hooks is None:
+        run._layer_hooks = [ad.module.register_forward_hook(_attention_hook(run, ad), with_kwargs=True) for ad in run.adapters]
+    elif not on and run._layer_hooks is not None:
+        for hd in run._layer_hooks: hd.remove()
+        run._layer_hooks = None
 
 def _q_proj_hook(run:PressRun, ad:AttentionAdapter):
     "Keeps the layer's q_proj output until its attention hook: scorers get the queries without recomputing them."
@@ -781,12 +798,13 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
              dec.register_forward_hook(_post_forward(run, model), with_kwargs=True)]
     model._jacap_nb_run = run
     try:
-        hooks += [ad.module.register_forward_hook(_attention_hook(run, ad), with_kwargs=True) for ad in run.adapters]
+        _attach_layer_hooks(run, True)                                          # detached on idle generation steps
         if press.stats is not None or getattr(press, "replay", False):         # only scorers that read queries need q_proj's output
             hooks += [ad.q_proj.register_forward_hook(_q_proj_hook(run, ad)) for ad in run.adapters]
         yield run
     finally:
         for hd in hooks: hd.remove()
+        _attach_layer_hooks(run, False)
         model._jacap_nb_run = None
 
 # %% ../nbs/06_cache.ipynb #0d3659cf
