@@ -8,7 +8,7 @@ import json, math, time, warnings
 from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 import torch
 from torch import Tensor, nn
 from transformers.cache_utils import DynamicCache, DynamicLayer
@@ -24,6 +24,11 @@ from .stats import QueryStats, ema_update, rope_mixture
 from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
 
 # %% ../nbs/06_cache.ipynb #ed51cc2f
+@lru_cache(maxsize=16)
+def _identity_positions(b:int, h:int, p:int, device) -> Tensor:
+    "(b, h, p) positions 0..p-1 of a layer never evicted: one read-only tensor per shape, shared by every layer of a prefill."
+    return torch.arange(p, device=device).expand(b, h, p)
+
 class CompressedLayer(DynamicLayer):
     "A DynamicLayer whose physical length P (kept tokens) can be smaller than its logical length L (tokens seen)."
     logical_length: int = 0
@@ -35,8 +40,7 @@ class CompressedLayer(DynamicLayer):
     def positions(self) -> Tensor|None:
         "(B, Hkv, P) logical position of every kept slot (None while the layer is empty)."
         if self._positions is not None or self.keys is None or self.keys.ndim < 3: return self._positions
-        b, h, p = self.keys.shape[:3]
-        return torch.arange(p, device=self.keys.device).expand(b, h, p)       # never evicted: the identity, made when read
+        return _identity_positions(*self.keys.shape[:3], self.keys.device)     # never evicted: the identity, made when read
     @positions.setter
     def positions(self, value:Tensor|None): self._positions = value
 
@@ -80,12 +84,11 @@ class CompressedLayer(DynamicLayer):
               slot_valid:Tensor|None=None,    # bool (B, Hkv, K): False where a head pads a slot it does not keep
              ):
         "Keep only the slots `indices`: the tensors shrink to K tokens; with `slot_valid`, heads keep different numbers."
-        pos = self.positions
-        b, h, p = pos.shape
+        b, h, p = self.keys.shape[:3]
         rows = (indices + p * torch.arange(b * h, device=indices.device).view(b, h, 1)).reshape(-1)   # flat (B*Hkv*P) rows
         take = lambda x: x.reshape(b * h * p, -1).index_select(0, rows).view(b, h, indices.shape[-1], -1)
         self.keys, self.values = take(self.keys), take(self.values)   # whole rows: ~10x faster than gather on CPU
-        self.positions = pos.gather(2, indices)
+        self.positions = indices.clone() if self._positions is None else self._positions.gather(2, indices)   # identity: the slots
         old = None if self.slot_valid is None else self.slot_valid.gather(2, indices)
         self.slot_valid = slot_valid if old is None else (old if slot_valid is None else old & slot_valid)
 
@@ -147,11 +150,18 @@ def select_slots(scores:Tensor,    # (B, Hkv, P) float scores, larger = keep
         rows.append(torch.cat([pads.expand(s.shape[0], -1), real], -1))
     return torch.stack(rows)
 
+@lru_cache(maxsize=64)
+def _ends(p:int, n_sink:int, window:int, device) -> Tensor:
+    "bool (p,): the first n_sink and last `window` of p slots (one tensor per shape, shared read-only by every layer)."
+    ar = torch.arange(p, device=device)
+    return (ar < n_sink) | (ar >= p - window)
+
 def rank_protect(valid:Tensor,  # bool (..., P): real slots, in logical order
                  n_sink:int,    # the first n_sink real slots
                  window:int,    # the last `window` real slots
                 ) -> Tensor:    # bool (..., P)
     "The first `n_sink` and last `window` real slots of each row (what every press protects)."
+    if bool(valid.all()): return _ends(valid.shape[-1], n_sink, window, valid.device).expand(valid.shape)   # rank = index + 1
     rank = valid.long().cumsum(-1)
     total = valid.sum(-1, keepdim=True)
     return valid & ((rank <= n_sink) | (rank > total - window))
@@ -288,6 +298,7 @@ class PressRun:
         self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
         self._layer_hooks = None                                      # handles of the attention hooks while attached
+        self._mask_info = self._new_pos = None                        # `_mask_summary`, `_new_positions` of the current mask
 
     def __repr__(self):
         return f"PressRun({type(self.press).__name__}: {len(self.records)} evictions, {self.fallbacks} fallbacks)"
@@ -422,6 +433,20 @@ def _update_stats(run:PressRun, view:LayerView, prefill:bool):
     else: st = ema_update(old, qs, cfg.beta, view.token_valid, view.queries.float())
     run.stats[view.adapter.layer_idx] = st
 
+def _mask_summary(run:PressRun) -> tuple:
+    "(every token real, next position (B,), first real token (B,)) of `run.attention_mask`: computed once per mask, not per layer."
+    am = run.attention_mask
+    if run._mask_info is None or run._mask_info[0] is not am:
+        run._mask_info = (am, bool(am.all()), am.sum(-1), am.float().argmax(-1))
+    return run._mask_info[1:]
+
+def _new_positions(run:PressRun, t:int) -> Tensor:
+    "(B, t) logical positions of the forward's t new tokens (the mask's last t columns), made once per forward."
+    am = run.attention_mask
+    if run._new_pos is None or run._new_pos[0] is not am or run._new_pos[1].shape[1] != t:
+        run._new_pos = (am, torch.arange(am.shape[1] - t, am.shape[1], device=am.device).expand(am.shape[0], t))
+    return run._new_pos[1]
+
 def _idle_step(run:PressRun, layer:CompressedLayer, t:int) -> bool:
     "A generation step with nothing to do: no prefill or replay, no statistics to update, no eviction due."
     return layer.logical_length != t and not run._replaying and run._idle_steps and \
@@ -439,10 +464,10 @@ def after_attention(run:PressRun,           # the running application of a press
     am = run.attention_mask
     prefill = layer.logical_length == t
     cfg, dec = run.press.stats, run._decoding                     # (the hook skips idle generation steps: `_idle_step`)
-    tpos = torch.arange(layer.logical_length - t, layer.logical_length, device=h.device).expand(h.shape[0], t)
-    view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, am.sum(-1),
-                     rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=am.float().argmax(-1),
-                     q_proj_out=q_proj_out)
+    _, next_pos, row_start = _mask_summary(run)
+    tpos = _new_positions(run, t)
+    view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, next_pos,
+                     rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=row_start, q_proj_out=q_proj_out)
     if run._replaying: return _replay_step(run, view, layer)
     _update_stats(run, view, prefill)
     if prefill and run.press.compression_ratio > 0 and not getattr(run.press, "replay", False):
@@ -454,9 +479,9 @@ def after_attention(run:PressRun,           # the running application of a press
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
 
 # %% ../nbs/06_cache.ipynb #656bcb48
-def _row_scores(press, view:LayerView, valid:Tensor) -> Tensor:
-    "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots)."
-    if valid.all(): return press.scores(view).float()
+def _row_scores(press, view:LayerView, valid:Tensor, all_real:bool|None=None) -> Tensor:
+    "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots); `all_real`: valid.all(), when known."
+    if all_real if all_real is not None else bool(valid.all()): return press.scores(view).float()
     out = torch.full(view.keys.shape[:3], float("-inf"), device=view.keys.device)
     for r in range(valid.shape[0]):
         out[r, :, valid[r]] = press.scores(view.row(r, valid[r]))[0].float()
@@ -478,11 +503,12 @@ def _fallback(run:PressRun, why:str):
                       "most recent). Further fallbacks of this run are counted in run.fallbacks without warning.")
         run._warned = True
 
-def _layer_scores(run:PressRun, view:LayerView, valid:Tensor, t0:float) -> tuple:
+def _layer_scores(run:PressRun, view:LayerView, valid:Tensor, t0:float, all_real:bool|None=None) -> tuple:
     "(scores (B, Hkv, P), None), or (_, why) when they cannot be used: the caller then falls back to a sliding window."
     try:
-        scores = _row_scores(run.press, view, valid)
-        real = scores if bool(valid.all()) else scores.masked_fill(~valid[:, None], 0)
+        all_real = bool(valid.all()) if all_real is None else all_real
+        scores = _row_scores(run.press, view, valid, all_real)
+        real = scores if all_real else scores.masked_fill(~valid[:, None], 0)
         if not bool(torch.isfinite(real.sum())) and not bool(torch.isfinite(real).all()): return scores, "non-finite scores"
         if run.press.deadline is not None and time.perf_counter() - t0 > run.press.deadline:
             return scores, f"deadline {run.press.deadline} s exceeded"
@@ -499,6 +525,11 @@ def _percentiles(x:Tensor, qs:tuple) -> list:
         out.append(float(v[lo] + (f - lo) * (v[hi] - v[lo])))
     return out
 
+@lru_cache(maxsize=16)
+def _all_real(b:int, p:int, device) -> Tensor:
+    "bool (b, p) all True: the slot validity under a mask with no padding (one read-only tensor per shape)."
+    return torch.ones(b, p, dtype=torch.bool, device=device)
+
 def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:list, physical:int):
     t0 = time.perf_counter()
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
@@ -509,22 +540,26 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     if layer.slot_valid is not None: raise ValueError(
         "this cache was compressed with budgets that differ between layers or heads (a global budget or a LayerBudget); "
         "a second, uniform eviction of it (decoding-time eviction, another press) is not supported")
-    view = view.with_changes(stats=run.stats.get(view.adapter.layer_idx))
-    pos = layer.positions
-    valid = run.attention_mask.gather(1, pos[:, 0])
-    n_valid = valid.sum(-1).tolist()
+    st = run.stats.get(view.adapter.layer_idx)
+    if st is not view.stats: view = view.with_changes(stats=st)
+    pos, all_real = layer.positions, _mask_summary(run)[0]
+    if all_real: valid, n_valid = _all_real(pos.shape[0], pos.shape[2], pos.device), [pos.shape[2]] * pos.shape[0]
+    else: valid = run.attention_mask.gather(1, pos[:, 0]); n_valid = valid.sum(-1).tolist()
     real_keep = [min(nv, max(k, physical - (before - nv))) for k, nv in zip(keep, n_valid)]
-    scores, fell_back = _layer_scores(run, view, valid, t0)
+    scores, fell_back = _layer_scores(run, view, valid, t0, all_real)
     if fell_back:
         _fallback(run, fell_back)
         scores = pos.float().masked_fill(~valid[:, None], float("-inf"))
-    idx = select_slots(scores, valid, real_keep, physical, run.press.protected(view, valid))
+    protect = run.press.protected(view, valid)
+    if all_real and not fell_back and all(k == physical for k in real_keep) and getattr(run.press, "n_protected", physical + 1) <= physical:
+        idx = _top_sorted(scores, physical, protect, finite=True)   # finite scores, no padding, room for every protected slot
+    else: idx = select_slots(scores, valid, real_keep, physical, protect)
     layer.evict(idx)
     if _uneven_layers(run.press): _own_mask(run, layer)      # layers differ in length: each gets its own mask (the hook)
     seconds = time.perf_counter() - t0                       # scoring + selection + gather, not the bookkeeping below
     pos = layer.positions
-    kept_valid = run.attention_mask.gather(1, pos[:, 0])
-    ages = layer.logical_length - 1 - (pos if bool(kept_valid.all()) else pos[kept_valid[:, None].expand_as(pos)])
+    kept_valid = None if all_real else run.attention_mask.gather(1, pos[:, 0])
+    ages = layer.logical_length - 1 - (pos if kept_valid is None or bool(kept_valid.all()) else pos[kept_valid[:, None].expand_as(pos)])
     qs = _percentiles(ages, (0.1, 0.5, 0.9))
     run.kept_indices[view.adapter.layer_idx] = pos.clone()
     run.records.append(dict(layer=view.adapter.layer_idx, phase=phase, step=run.step, logical=layer.logical_length,

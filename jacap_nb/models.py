@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_models.ipynb #73d7b584
 from __future__ import annotations
-import importlib.util, json, os, shutil, sys, time
+import importlib.util, json, os, shutil, sys, time, weakref
 from dataclasses import dataclass
 from pathlib import Path
 import torch
@@ -191,10 +191,16 @@ def attention_adapter(attn:nn.Module,    # an attention module
     return AttentionAdapter(module=attn, layer_idx=attn.layer_idx, q_proj=attn.q_proj, q_norm=getattr(attn, "q_norm", None),
                             num_heads=h, num_kv_heads=hkv, head_dim=attn.head_dim, rotary=rotary)
 
+_ADAPTERS = weakref.WeakKeyDictionary()   # model -> its adapters, built once (every press run and capture asks for them)
+
 def model_adapters(model:nn.Module) -> list:
     "One `AttentionAdapter` per decoder layer; ValueError naming the supported classes for any other model."
     base = _decoder(model)
-    return [attention_adapter(layer.self_attn if hasattr(layer, "self_attn") else layer, base.rotary_emb) for layer in base.layers]
+    attns = [layer.self_attn if hasattr(layer, "self_attn") else layer for layer in base.layers]
+    got = _ADAPTERS.get(model)
+    if got is None or len(got) != len(attns) or any(a.module is not m or a.rotary is not base.rotary_emb for a, m in zip(got, attns)):
+        got = _ADAPTERS[model] = [attention_adapter(m, base.rotary_emb) for m in attns]
+    return list(got)
 
 # %% ../nbs/05_models.ipynb #15063453
 def sliding_window_layers(model:nn.Module) -> list:

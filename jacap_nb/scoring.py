@@ -527,9 +527,9 @@ def select_tokens(scores:Tensor, # scores (..., N), larger = keep
         f"protected tokens ({n_prot}: n_sink={n_sink}, window={window}, protect mask) exceed budget={budget}")
     return _top_sorted(scores, budget, prot)
 
-def _top_sorted(scores:Tensor, budget:int, protect:Tensor) -> Tensor:
-    "Unchecked `select_tokens`: the `budget` best per row, `protect`ed ones first, ascending (scores without NaN)."
+def _top_sorted(scores:Tensor, budget:int, protect:Tensor, finite:bool=False) -> Tensor:
+    "Unchecked `select_tokens`: the `budget` best per row, `protect`ed ones first, ascending (scores without NaN; `finite`: no inf either)."
     s = scores if scores.is_floating_point() else scores.float()
-    s = s.nan_to_num(posinf=torch.finfo(s.dtype).max)             # an unprotected +inf must not tie with the protected ones
+    if not finite: s = s.nan_to_num(posinf=torch.finfo(s.dtype).max)   # an unprotected +inf must not tie with the protected ones
     s = s.expand(*protect.shape).masked_fill(protect, float('inf'))
     return s.topk(budget, dim=-1).indices.sort(dim=-1).values
