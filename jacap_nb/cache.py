@@ -20,7 +20,7 @@ __all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'St
 
 # %% ../nbs/06_cache.ipynb #9ed17776
 from .scoring import select_tokens, _top_sorted
-from .stats import QueryStats, ema_update, rope_mixture
+from .stats import QueryStats, ema_update, rope_mixture, _rope_averages, _rope_mixture
 from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
 
 # %% ../nbs/06_cache.ipynb #ed51cc2f
@@ -214,6 +214,7 @@ class LayerView:
     row_start: Tensor|None = None  # (B,) index of each row's first real token in the logical sequence
     replay_attention: Tensor|None = None  # (B, Hkv, P) largest attention each slot got from a replay pass (deferred presses)
     q_proj_out: Tensor|None = None  # (B, T, H*d) the model's own q_proj output for the T new tokens (spares recomputing it)
+    rope_cache: dict|None = None # shared by the layers of a run: the RoPE averages over the future positions, by position
 
     @property
     def group(self) -> int: return self.adapter.group
@@ -252,9 +253,13 @@ class LayerView:
         st = self.stats
         if st is None: raise ValueError("this scorer needs query statistics, but the press tracks none (its `stats` is None)")
         if st.frame == "post": return st.mean, st.var
-        pos = self.next_position[:, None] + torch.arange(self.rope_horizon, device=self.keys.device)
-        cos, sin = self.adapter.rope(self.keys, pos)
-        return rope_mixture(st.mean, st.var, cos, sin, st.eps)
+        key = (tuple(self.next_position.tolist()), self.rope_horizon, self.keys.dtype, self.keys.device)
+        avgs = None if self.rope_cache is None else self.rope_cache.get(key)
+        if avgs is None:                                     # every layer of a forward shares them: computed once
+            pos = self.next_position[:, None] + torch.arange(self.rope_horizon, device=self.keys.device)
+            avgs = _rope_averages(*self.adapter.rope(self.keys, pos))
+            if self.rope_cache is not None: self.rope_cache.clear(); self.rope_cache[key] = avgs
+        return _rope_mixture(st.mean, st.var, avgs, st.eps)
 
     def with_changes(self, **changes) -> "LayerView":
         "`dataclasses.replace`, keeping the derived queries and pre-RoPE keys already computed when their inputs are unchanged."
@@ -299,6 +304,7 @@ class PressRun:
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
         self._layer_hooks = None                                      # handles of the attention hooks while attached
         self._mask_info = self._new_pos = None                        # `_mask_summary`, `_new_positions` of the current mask
+        self._rope_cache = {}                                         # `LayerView.rope_cache`: one entry, the current position
 
     def __repr__(self):
         return f"PressRun({type(self.press).__name__}: {len(self.records)} evictions, {self.fallbacks} fallbacks)"
@@ -467,7 +473,8 @@ def after_attention(run:PressRun,           # the running application of a press
     _, next_pos, row_start = _mask_summary(run)
     tpos = _new_positions(run, t)
     view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, next_pos,
-                     rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=row_start, q_proj_out=q_proj_out)
+                     rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=row_start, q_proj_out=q_proj_out,
+                     rope_cache=run._rope_cache)
     if run._replaying: return _replay_step(run, view, layer)
     _update_stats(run, view, prefill)
     if prefill and run.press.compression_ratio > 0 and not getattr(run.press, "replay", False):

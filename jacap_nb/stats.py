@@ -54,9 +54,17 @@ def rope_mixture(mean:Tensor,  # pre-RoPE mean (B, H, d)
                  eps:float=1e-6, # variance floor
                 ) -> tuple:      # post-RoPE (mean, var), (B, H, d) each
     "Mean and diagonal variance of R(p) q with q ~ N(mean, diag var) and p uniform over the given positions."
+    return _rope_mixture(mean, var, _rope_averages(cos, sin), eps)
+
+def _rope_averages(cos:Tensor, sin:Tensor) -> tuple:
+    "The five averages over the positions that `rope_mixture` reads: E cos, E sin, E cos^2, E sin^2, E cos sin, (B or 1, 1, d)."
     c, s = cos.float(), sin.float()                         # (B or 1, n, d)
     avg = lambda x: x.mean(-2)[:, None]                     # over the positions: (B or 1, 1, d)
-    ec, es, ecc, ess, ecs = avg(c), avg(s), avg(c * c), avg(s * s), avg(c * s)
+    return avg(c), avg(s), avg(c * c), avg(s * s), avg(c * s)
+
+def _rope_mixture(mean, var, averages:tuple, eps=1e-6) -> tuple:
+    "`rope_mixture` from the averages (the same for every layer and head at one position: computed once per forward)."
+    ec, es, ecc, ess, ecs = averages
     m = mean.float(); rm = _rotate_half(m)                  # (B, H, d)
     mu = m * ec + rm * es
     second = m * m * ecc + rm * rm * ess + 2 * m * rm * ecs
