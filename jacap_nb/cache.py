@@ -177,12 +177,15 @@ class StatsConfig:
     beta: float = 0.99        # decoding EMA factor in (0, 1)
     eps: float = 1e-6         # variance floor
     skip: int = 4             # leading real tokens (attention sinks) left out of the prompt statistics
+    moments: bool = True      # track the mean and second moment (False: only the recent queries, for a scorer that
+                              # reads no Gaussian; the records then carry no attention entropy)
 
     def __post_init__(self):
         if self.window is not None: _check_int("window", self.window, 1)
         if self.frame not in ("pre", "post"): raise ValueError(f'frame must be "pre" or "post"; got {self.frame!r}')
         _check_int("rope_horizon", self.rope_horizon, 1); _check_int("recent", self.recent, 1); _check_int("skip", self.skip)
         if not (isinstance(self.beta, float) and 0 < self.beta < 1): raise ValueError(f"beta must be a float in (0, 1); got {self.beta!r}")
+        if not isinstance(self.moments, bool): raise TypeError(f"moments must be True or False; got {self.moments!r}")
 
 def _check_int(name, x, lo=0, none_ok=False):
     "x must be an int >= lo (or None when none_ok): TypeError for another type, ValueError below lo."
@@ -251,7 +254,8 @@ class LayerView:
     def future_query_moments(self) -> tuple:
         "(mean, var) (B, H, d) of the future queries in the post-RoPE frame of the keys, from `stats`."
         st = self.stats
-        if st is None: raise ValueError("this scorer needs query statistics, but the press tracks none (its `stats` is None)")
+        if st is None or st.mean is None: raise ValueError("this scorer needs query statistics, but the press tracks none "
+                                                           "(its `stats` is None, or StatsConfig(moments=False))")
         if st.frame == "post": return st.mean, st.var
         key = (tuple(self.next_position.tolist()), self.rope_horizon, self.keys.dtype, self.keys.device)
         avgs = None if self.rope_cache is None else self.rope_cache.get(key)
@@ -277,7 +281,8 @@ class LayerView:
         st = self.stats
         if st is not None:
             rec = None if st.recent is None else st.recent[r:r + 1, :, -min(st.recent.shape[2], int(self.next_position[r])):]
-            st = replace(st, mean=st.mean[r:r + 1], second=st.second[r:r + 1], count=st.count[r:r + 1], recent=rec)
+            one = lambda x: None if x is None else x[r:r + 1]
+            st = replace(st, mean=one(st.mean), second=one(st.second), count=one(st.count), recent=rec)
         cs = lambda x: x[min(r, x.shape[0] - 1):min(r, x.shape[0] - 1) + 1][:, t]
         return replace(self, keys=sl(self.keys), values=sl(self.values), positions=sl(self.positions),
                        hidden_states=self.hidden_states[r:r + 1][:, t], token_valid=self.token_valid[r:r + 1][:, t],
@@ -431,9 +436,13 @@ def _q_proj_hook(run:PressRun, ad:AttentionAdapter):
 def _update_stats(run:PressRun, view:LayerView, prefill:bool):
     cfg = run.press.stats
     if cfg is None: return
-    qs = view.queries_pre if cfg.frame == "pre" else view.queries
     old = run.stats.get(view.adapter.layer_idx)
     recent = view.recent_queries(cfg.recent).float()
+    if not cfg.moments:                                        # the recent queries alone, kept as `ema_update` keeps them
+        if not (prefill or old is None or old.recent is None):
+            recent = torch.cat([old.recent, recent], 2)[:, :, -old.recent.shape[2]:]
+        run.stats[view.adapter.layer_idx] = QueryStats(None, None, None, cfg.eps, cfg.frame, recent); return
+    qs = view.queries_pre if cfg.frame == "pre" else view.queries
     if prefill or old is None:
         st = QueryStats.from_queries(qs, view.token_valid, skip=cfg.skip, window=cfg.window, eps=cfg.eps, frame=cfg.frame, recent=recent)
     else: st = ema_update(old, qs, cfg.beta, view.token_valid, view.queries.float())
@@ -496,7 +505,7 @@ def _row_scores(press, view:LayerView, valid:Tensor, all_real:bool|None=None) ->
 
 def _entropy(view:LayerView, valid:Tensor) -> float|None:
     "Mean entropy (nats) of softmax(K mu / sqrt d) over the real slots (mu: the future mean query), or None without statistics."
-    if view.stats is None: return None
+    if view.stats is None or view.stats.mean is None: return None
     mu, _ = view.future_query_moments()
     b, hkv, p, d = view.keys.shape
     logits = torch.einsum("bhpd,bhgd->bhgp", view.keys.float(), mu.view(b, hkv, view.group, d).float()) / math.sqrt(d)

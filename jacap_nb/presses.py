@@ -170,7 +170,7 @@ class Jacap(Scorer):
 
     @property
     def stats(self):
-        return StatsConfig(window=self.stats_window) if self.queries == "stats" else StatsConfig(recent=self.recent)
+        return StatsConfig(window=self.stats_window) if self.queries == "stats" else StatsConfig(recent=self.recent, moments=False)
 
     @property
     def replay(self) -> bool: return self.queries == "replay"

@@ -75,9 +75,9 @@ def _rope_mixture(mean, var, averages:tuple, eps=1e-6) -> tuple:
 @dataclass
 class QueryStats:
     "Query statistics of one layer: per batch row and query head."
-    mean: Tensor               # (B, H, d) float32
-    second: Tensor             # (B, H, d) second moment E[q*q]
-    count: Tensor              # (B,) tokens seen per row
+    mean: Tensor|None          # (B, H, d) float32 (None: the run keeps only the recent queries, `StatsConfig.moments`)
+    second: Tensor|None        # (B, H, d) second moment E[q*q]
+    count: Tensor|None         # (B,) tokens seen per row
     eps: float = 1e-6          # variance floor
     frame: str = "pre"         # "pre" (pre-RoPE) or "post" (post-RoPE)
     recent: Tensor|None = None # (B, H, W, d) last W post-RoPE queries, or None
