@@ -297,7 +297,7 @@ class PressRun:
     "State of one application of a press: statistics, kept positions, eviction records, fallbacks (the press's settings are read when it starts)."
     def __init__(self, press, model:nn.Module):
         self.press, self.adapters = press, model_adapters(model)
-        self.records, self.kept_indices, self.stats, self.fallbacks = [], {}, {}, 0
+        self._records, self._ages, self.kept_indices, self.stats, self.fallbacks = [], {}, {}, {}, 0
         self.attention_mask, self.step, self._prefill_keep, self._layer_counts, self._warned = None, 0, None, None, False
         lb = getattr(press, "budget", None)
         if isinstance(lb, LayerBudget) and lb.n_layers != len(self.adapters): raise ValueError(
@@ -319,6 +319,12 @@ class PressRun:
         try: import pandas as pd
         except ImportError: raise ImportError("records_df needs pandas: pip install pandas (run.records is the same data as a list of dicts)") from None
         return pd.DataFrame(self.records)
+
+    @property
+    def records(self) -> list:
+        "One dict per eviction: layer, phase, step, lengths and bytes before and after, seconds, the kept tokens' ages (10th, 50th, 90th percentile), attention entropy, fallback."
+        for i in list(self._ages): _finish_ages(self, i)                 # percentiles left for when they are read
+        return self._records
 
     @property
     def eviction_seconds(self) -> float:
@@ -531,6 +537,16 @@ def _layer_scores(run:PressRun, view:LayerView, valid:Tensor, t0:float, all_real
         return scores, None
     except torch.linalg.LinAlgError as e: return None, f"factorisation failed: {e}"
 
+def _set_kept(run:PressRun, i:int, kept:Tensor):
+    "Layer i's kept positions, after the pending ages of its last record were read off the ones they replace."
+    _finish_ages(run, i); run.kept_indices[i] = kept
+
+def _finish_ages(run:PressRun, i:int):
+    "Fill in the age percentiles of layer i's pending record from the positions it kept (`kept_indices[i]`)."
+    rec, logical = run._ages.pop(i, (None, 0))
+    if rec is None: return
+    rec["age_p10"], rec["age_p50"], rec["age_p90"] = _percentiles(logical - 1 - run.kept_indices[i], (0.1, 0.5, 0.9))
+
 def _percentiles(x:Tensor, qs:tuple) -> list:
     "torch.quantile's linear interpolation from one sort (a few microseconds where quantile takes hundreds), NaN for no values."
     v = x.reshape(-1).sort().values.tolist()
@@ -551,7 +567,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
     if physical >= before:                                   # nothing to evict; under uneven layers it still needs its mask
         if _uneven_layers(run.press) and layer.slot_valid is None:
-            _own_mask(run, layer); run.kept_indices[view.adapter.layer_idx] = layer.positions.clone()
+            _own_mask(run, layer); _set_kept(run, view.adapter.layer_idx, layer.positions.clone())
         return
     if layer.slot_valid is not None: raise ValueError(
         "this cache was compressed with budgets that differ between layers or heads (a global budget or a LayerBudget); "
@@ -573,16 +589,17 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     layer.evict(idx)
     if _uneven_layers(run.press): _own_mask(run, layer)      # layers differ in length: each gets its own mask (the hook)
     seconds = time.perf_counter() - t0                       # scoring + selection + gather, not the bookkeeping below
-    pos = layer.positions
+    pos, i = layer.positions, view.adapter.layer_idx
     kept_valid = None if all_real else run.attention_mask.gather(1, pos[:, 0])
-    ages = layer.logical_length - 1 - (pos if kept_valid is None or bool(kept_valid.all()) else pos[kept_valid[:, None].expand_as(pos)])
-    qs = _percentiles(ages, (0.1, 0.5, 0.9))
-    run.kept_indices[view.adapter.layer_idx] = pos.clone()
-    run.records.append(dict(layer=view.adapter.layer_idx, phase=phase, step=run.step, logical=layer.logical_length,
-                            before=before, after=layer.physical_length, seconds=seconds,
-                            bytes_before=nbytes, bytes_after=layer.keys.nbytes + layer.values.nbytes,
-                            age_p10=qs[0], age_p50=qs[1], age_p90=qs[2], entropy=_entropy(view, valid),
-                            fallback=bool(fell_back)))
+    _set_kept(run, i, pos.clone())
+    qs = [None] * 3 if kept_valid is None else \
+         _percentiles(layer.logical_length - 1 - (pos if bool(kept_valid.all()) else pos[kept_valid[:, None].expand_as(pos)]), (0.1, 0.5, 0.9))
+    run._records.append(dict(layer=i, phase=phase, step=run.step, logical=layer.logical_length,
+                             before=before, after=layer.physical_length, seconds=seconds,
+                             bytes_before=nbytes, bytes_after=layer.keys.nbytes + layer.values.nbytes,
+                             age_p10=qs[0], age_p50=qs[1], age_p90=qs[2], entropy=_entropy(view, valid),
+                             fallback=bool(fell_back)))
+    if kept_valid is None: run._ages[i] = (run._records[-1], layer.logical_length)   # no padding: read off kept_indices later
 
 # %% ../nbs/06_cache.ipynb #9aad75b9
 def _replay_step(run:PressRun, view:LayerView, layer:CompressedLayer):
@@ -709,8 +726,8 @@ def _evict_heads(run:PressRun):
         before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
         idx, sv = head_slots(s, c)
         layer.evict(idx, sv)
-        run.kept_indices[i] = layer.positions.masked_fill(~layer.slot_valid, -1)
-        run.records.append(dict(layer=i, phase="prefill", step=run.step, logical=layer.logical_length, before=before,
+        _set_kept(run, i, layer.positions.masked_fill(~layer.slot_valid, -1))
+        run._records.append(dict(layer=i, phase="prefill", step=run.step, logical=layer.logical_length, before=before,
                                 after=layer.physical_length, kept=layer.kept_tokens, seconds=per, bytes_before=nbytes,
                                 bytes_after=layer.keys.nbytes + layer.values.nbytes, age_p10=None, age_p50=None,
                                 age_p90=None, entropy=None, fallback=i in fixed))

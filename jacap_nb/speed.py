@@ -59,17 +59,30 @@ def _press_for(spec, ratio):
         return make_kvpress(spec.name, ratio, **spec.options)
     return make_press(spec.name, ratio, **spec.press_options)     # budget=<file>.json: a saved LayerBudget
 
+def _compression(spec, model, prefill, ratio):
+    "A function of no arguments that compresses the captured prefill with method `spec` (kvpress's presses replayed)."
+    if spec.backend == "kvpress":
+        from jacap_nb.kvpress_compat import kvpress_replay
+        return torch.no_grad()(lambda: kvpress_replay(_press_for(spec, ratio), model, prefill))
+    return torch.no_grad()(lambda: compress_layers(_press_for(spec, ratio), model, prefill))
+
 @torch.no_grad()
 def time_compression(spec, model, prefill, ratio:float=0.75, repeats:int=3) -> dict:
     "Compression seconds (fastest of `repeats`) and peak extra MiB of method `spec` on a captured prefill."
-    if spec.backend == "kvpress":
-        from jacap_nb.kvpress_compat import kvpress_replay
-        run = lambda: kvpress_replay(_press_for(spec, ratio), model, prefill)
-    else: run = lambda: compress_layers(_press_for(spec, ratio), model, prefill)
+    run = _compression(spec, model, prefill, ratio)
     run()                                                                # warm-up
     secs = best_of(run, repeats)
     _, peak = peak_tensor_bytes(run)
     return dict(compress_s=secs, peak_extra_mib=peak / 2**20)
+
+def _interleaved(fns:dict, repeats:int) -> dict:
+    "The fastest of `repeats` timings of each function, taken in rounds (every function once per round, after a warm-up), so that a slow spell of a shared machine falls on all of them alike."
+    for f in fns.values(): f()
+    secs = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, f in fns.items():
+            t0 = time.perf_counter(); f(); secs[k].append(time.perf_counter() - t0)
+    return {k: min(v) for k, v in secs.items()}
 
 @torch.no_grad()
 def time_live(spec, model, ids, ratio:float=0.75, repeats:int=3) -> dict:
@@ -171,9 +184,12 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
         pre = capture_prefill(model, ids)
         prefill_s = min(pre.seconds, best_of(lambda: capture_prefill(model, ids), repeats - 1) if repeats > 1 else pre.seconds)
         if progress: print(f"N={n}: prefill {prefill_s:.2f} s", file=sys.stderr, flush=True)
-        for spec in specs:
-            if n > 4096 and spec.label == "jacap:queries=replay": continue   # a second prefill: measured at the shorter lengths
-            r = dict(N=n, method=spec.label, prefill_s=prefill_s, **time_compression(spec, model, pre, ratio, repeats))
+        todo = [s for s in specs if not (n > 4096 and s.label == "jacap:queries=replay")]   # a second prefill: not at 8K
+        fns = {s.label: _compression(s, model, pre, ratio) for s in todo}
+        secs = _interleaved(fns, repeats)                               # every method in the same rounds
+        for spec in todo:
+            r = dict(N=n, method=spec.label, prefill_s=prefill_s, compress_s=secs[spec.label],
+                     peak_extra_mib=peak_tensor_bytes(fns[spec.label])[1] / 2**20)
             r["pct_of_prefill"] = 100 * r["compress_s"] / prefill_s
             if live and spec.backend != "full":                          # kvpress's presses hook in the same way
                 lv = time_live(spec, model, ids, ratio, max(1, repeats - 1))
