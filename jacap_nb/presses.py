@@ -190,9 +190,10 @@ class Jacap(Scorer):
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
             skip = 4 if view.token_positions.shape[1] > 8 else 0             # prefill: every prompt token's query but the
-            q, qpos = view.queries_pre[:, :, skip:], view.token_positions[0, skip:]   # first 4 (attention sinks see only themselves),
-            rope = (view.cos[:, skip:], view.sin[:, skip:])                   # pre-RoPE: rotated where the band reads them
-            if view.cos is None or view.cos.shape[0] != 1 or "queries" in view.__dict__: q, rope = view.queries[:, :, skip:], None
+            qpos = view.token_positions[0, skip:]                             # first 4 (attention sinks see only themselves),
+            if view.cos is not None and view.cos.shape[0] == 1 and "queries" not in view.__dict__:   # pre-RoPE: rotated
+                q, rope = view.queries_pre[:, :, skip:], (view.cos[:, skip:], view.sin[:, skip:])     # where the band reads them
+            else: q, rope = view.queries[:, :, skip:], None
         else:                                                                 # decoding: the recent queries of the run
             q, rope = view.stats.recent, None                                  # the last W tokens, in the keys' logical frame
             qpos = view.token_positions[0, -1] + 1 - q.shape[2] + torch.arange(q.shape[2], device=q.device)
