@@ -308,7 +308,7 @@ class PressRun:
         self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
         self._layer_hooks = None                                      # handles of the attention hooks while attached
-        self._mask_info = self._new_pos = None                        # `_mask_summary`, `_new_positions` of the current mask
+        self._mask_info = None                                        # `_mask_summary` of the current attention mask
         self._rope_cache = {}                                         # `LayerView.rope_cache`: one entry, the current position
 
     def __repr__(self):
@@ -420,10 +420,9 @@ def _attention_hook(run:PressRun, ad:AttentionAdapter):
 
 def _idle_forward(run:PressRun, cache, q:int) -> bool:
     "Before a generation step of `q` tokens: whether it is idle in every layer (`_idle_step`), so no layer needs its hook."
-    if run._replaying or not run._idle_steps: return False
     layers = getattr(cache, "layers", None)
     if not layers or len(layers) != len(run.adapters) or not all(isinstance(l, CompressedLayer) for l in layers): return False
-    return run._decoding is None or max(l.physical_length for l in layers) + q < run._decoding[0]
+    return _nothing_due(run, max(l.physical_length for l in layers) + q)
 
 def _attach_layer_hooks(run:PressRun, on:bool):
     "Attach (or detach) the attention hooks of every layer: a module with no hook takes PyTorch's fast call path."
@@ -458,20 +457,23 @@ def _mask_summary(run:PressRun) -> tuple:
     "(every token real, next position (B,), first real token (B,)) of `run.attention_mask`: computed once per mask, not per layer."
     am = run.attention_mask
     if run._mask_info is None or run._mask_info[0] is not am:
-        run._mask_info = (am, bool(am.all()), am.sum(-1), am.float().argmax(-1))
-    return run._mask_info[1:]
+        run._mask_info = (am, bool(am.all()), am.sum(-1), am.float().argmax(-1), {})
+    return run._mask_info[1:4]
 
 def _new_positions(run:PressRun, t:int) -> Tensor:
-    "(B, t) logical positions of the forward's t new tokens (the mask's last t columns), made once per forward."
-    am = run.attention_mask
-    if run._new_pos is None or run._new_pos[0] is not am or run._new_pos[1].shape[1] != t:
-        run._new_pos = (am, torch.arange(am.shape[1] - t, am.shape[1], device=am.device).expand(am.shape[0], t))
-    return run._new_pos[1]
+    "(B, t) logical positions of the forward's t new tokens (the mask's last t columns), made once per mask."
+    _mask_summary(run)
+    am, per_t = run._mask_info[0], run._mask_info[4]
+    if t not in per_t: per_t[t] = torch.arange(am.shape[1] - t, am.shape[1], device=am.device).expand(am.shape[0], t)
+    return per_t[t]
+
+def _nothing_due(run:PressRun, physical:int) -> bool:
+    "Not a replay, no statistics to update, and no eviction due for a layer holding `physical` slots after this forward."
+    return not run._replaying and run._idle_steps and (run._decoding is None or physical < run._decoding[0])
 
 def _idle_step(run:PressRun, layer:CompressedLayer, t:int) -> bool:
-    "A generation step with nothing to do: no prefill or replay, no statistics to update, no eviction due."
-    return layer.logical_length != t and not run._replaying and run._idle_steps and \
-           (run._decoding is None or layer.physical_length < run._decoding[0])
+    "A generation step with nothing to do in this layer (after its update): not a prefill, and `_nothing_due`."
+    return layer.logical_length != t and _nothing_due(run, layer.physical_length)
 
 def after_attention(run:PressRun,           # the running application of a press
                     ad:AttentionAdapter,    # the layer's adapter
@@ -501,9 +503,9 @@ def after_attention(run:PressRun,           # the running application of a press
         _evict(run, view, layer, "prefill" if prefill else "decode", [dec[1]] * h.shape[0], dec[1])
 
 # %% ../nbs/06_cache.ipynb #656bcb48
-def _row_scores(press, view:LayerView, valid:Tensor, all_real:bool|None=None) -> Tensor:
-    "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots); `all_real`: valid.all(), when known."
-    if all_real if all_real is not None else bool(valid.all()): return press.scores(view).float()
+def _row_scores(press, view:LayerView, valid:Tensor, all_real:bool) -> Tensor:
+    "Scores (B, Hkv, P), each row scored on its own real slots (-inf on padding slots); `all_real`: valid.all()."
+    if all_real: return press.scores(view).float()
     out = torch.full(view.keys.shape[:3], float("-inf"), device=view.keys.device)
     for r in range(valid.shape[0]):
         out[r, :, valid[r]] = press.scores(view.row(r, valid[r]))[0].float()

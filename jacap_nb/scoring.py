@@ -216,7 +216,7 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
            and torch.equal(k0, torch.arange(base, base + n, device=dev)) and torch.equal(qpos, torch.arange(int(qpos[0]), int(qpos[0]) + t, device=dev)):
             return _band_attention(k, q, int(qpos[0]) - base, n_sink, block, halo, causal, rope=rope).float()
         # otherwise (e.g. after an eviction) exact: the few decoding queries are cheap
-    if rope is not None: q = _rope_into(torch.empty(q.shape, dtype=q.dtype, device=dev), q, rope[0].to(dt), rope[1].to(dt))
+    if rope is not None: q = _rope_into(torch.empty(q.shape, dtype=q.dtype, device=dev), q, *rope)   # already (T, d) in dt
     out = k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n)
     plain = key_positions is None and query_positions is None             # keys 0..N-1, queries N-T..N-1
     for s in range(0, t, chunk):
