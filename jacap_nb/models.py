@@ -164,8 +164,14 @@ class AttentionAdapter:
                  cos:Tensor, # cos of each vector's own position, same shape as x
                  sin:Tensor,
                 ) -> Tensor: # the vectors before RoPE
-        "RoPE undone: rotation by the opposite angle."
-        return x * cos - _rotate_half(x) * sin
+        "RoPE undone: rotation by the opposite angle (into one new tensor: two half-width products per half, no temporaries)."
+        if x.shape[-1] % 2 or (torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)):
+            return x * cos - _rotate_half(x) * sin                          # the general formula
+        h = x.shape[-1] // 2
+        out = torch.empty(torch.broadcast_shapes(x.shape, cos.shape), dtype=torch.result_type(x, cos), device=x.device)
+        torch.mul(x[..., :h], cos[..., :h], out=out[..., :h]).addcmul_(x[..., h:], sin[..., :h])   # x1 c + x2 s
+        torch.mul(x[..., h:], cos[..., h:], out=out[..., h:]).addcmul_(x[..., :h], sin[..., h:], value=-1)   # x2 c - x1 s
+        return out
 
     def rope(self, ref:Tensor, positions:Tensor) -> tuple:
         "(cos, sin) for integer `positions` (B, T) or (1, T)."

@@ -66,9 +66,17 @@ def _check_noise_var(noise_var):
 def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
     "Unchecked leverage (inputs already validated)."
     _check_noise_var(noise_var)
-    a, w = _capacity_matrix(weights, values, noise_var)
-    v = values.to(a.dtype)
-    return (w * _whitened_sq_norms(a, v)).float()
+    dt = _compute_dtype(weights, values)
+    return _row_leverage(values.to(dt) * weights.to(dt).sqrt()[..., None], noise_var)
+
+def _row_leverage(x:Tensor, noise_var) -> Tensor:
+    "r_i = x_i^T A^{-1} x_i / sigma^2 with A = I + X^T X / sigma^2, for rows x_i = sqrt(w_i) v_i (..., N, d): the leverage from one weighted buffer, its Gram one product."
+    gram = x.mT @ x                                                # sum_j w_j v_j v_j^T
+    eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+    if isinstance(noise_var, str):                                 # auto: tr(gram) / d_v = auto_noise_var, read off the Gram
+        s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / x.shape[-1]).clamp_min(torch.finfo(x.dtype).tiny)[..., None]
+        return (_whitened_sq_norms(gram / s2[..., None] + eye, x) / s2).float()
+    return (_whitened_sq_norms(gram / noise_var + eye, x) / noise_var).float()
 
 def _whitened_sq_norms(a:Tensor, x:Tensor) -> Tensor:
     "||L^{-1} x_i||^2 = x_i^T A^{-1} x_i for SPD A = L L^T (..., d, d) and rows x (..., N, d): a d x d inverse, then one product over N."
@@ -356,10 +364,11 @@ def centred_leverage(weights:Tensor, # w (..., N) >= 0
                      noise_var:float|str="auto",
                     ) -> Tensor:     # float32 (..., N)
     "The structure term on centred values: leverage_scores(w, v - weighted mean of v, noise_var)."
+    _check_noise_var(noise_var)
     dt = _compute_dtype(weights, values)
     w, v = weights.to(dt), values.to(dt)
-    v = v - (w[..., None] * v).sum(-2, keepdim=True) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)
-    return _leverage(w, v, noise_var)
+    mean = (w[..., None, :] @ v) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)   # (..., 1, d_v)
+    return _row_leverage((v - mean).mul_(w.sqrt()[..., None]), noise_var)    # one (..., N, d_v) buffer: centred, weighted
 
 def jacap_mixture_scores(keys:Tensor,      # keys (..., N, d) for the prior (pre-RoPE: a position-free geometry)
                          values:Tensor,    # values (..., N, d_v)
