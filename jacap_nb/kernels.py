@@ -318,7 +318,7 @@ def _warn_once(msg:str):
 
 def _as_rows(keys:Tensor, values:Tensor, q_mean:Tensor, q_var:Tensor|None):
     "Views (R, N, d), (R, N, d_v) of the cache and (R, G, d) float32 query stats, or None when no copy-free view exists."
-    out_lead = torch.broadcast_shapes(keys.shape[:-2], values.shape[:-2], q_mean.shape[:-1],
+    out_lead = scoring._broadcast_shape(keys.shape[:-2], values.shape[:-2], q_mean.shape[:-1],
                                       q_var.shape[:-1] if q_var is not None else ())
     lead = tuple(out_lead) or (1,)
     (n, d), dv = keys.shape[-2:], values.shape[-1]

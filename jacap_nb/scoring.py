@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_scoring.ipynb #358af20c
 from __future__ import annotations
-import math
+import itertools, math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -43,8 +43,17 @@ def _check_cache(keys:Tensor, values:Tensor|None=None):
     _require_finite(values, "values")
     return n
 
+def _broadcast_shape(*shapes) -> torch.Size:
+    "`torch.broadcast_shapes` in plain Python: torch 2.13's takes about 0.25 ms a call, more than the small products it sizes."
+    out = []
+    for dims in itertools.zip_longest(*(reversed(tuple(s)) for s in shapes), fillvalue=1):
+        big = {int(n) for n in dims if n != 1}
+        if len(big) > 1: raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(big.pop() if big else 1)
+    return torch.Size(out[::-1])
+
 def _broadcast(a, b, name_a, name_b):
-    try: return torch.broadcast_shapes(a, b)
+    try: return _broadcast_shape(a, b)
     except RuntimeError: raise ValueError(
         f"leading dims of {name_a} {tuple(a)} and {name_b} {tuple(b)} must broadcast") from None
 
@@ -213,19 +222,20 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
     n, t, dev = keys.shape[-2], queries.shape[-2], keys.device
     kpos = torch.arange(n, device=dev) if key_positions is None else key_positions.to(dev)
     qpos = torch.arange(n - t, n, device=dev) if query_positions is None else query_positions.to(dev)
-    dt = _compute_dtype(keys, queries)
-    k, q = keys.to(dt) / math.sqrt(keys.shape[-1]), queries.to(dt)          # the scale on the keys: G times fewer numbers
+    dt, scale = _compute_dtype(keys, queries), 1 / math.sqrt(keys.shape[-1])
+    k, q = keys.to(dt), queries.to(dt)
     if rope is not None: rope = tuple(r.to(dt).reshape(t, -1) for r in rope)  # one (T, d) table shared by every row
-    if block is not None and t == 0: return k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n).float()
+    if block is not None and t == 0: return k.new_zeros(*_broadcast_shape(k.shape[:-2], q.shape[:-2]), n).float()
     if block is not None:                          # bands need contiguous runs of key and query positions, shared by all rows
         k0 = kpos.reshape(-1, n)[0]
         base = int(k0[0])
         if qpos.ndim == 1 and torch.equal(kpos.expand(*kpos.shape[:-1], n).reshape(-1, n), k0.expand(kpos.numel() // n, n)) \
            and torch.equal(k0, torch.arange(base, base + n, device=dev)) and torch.equal(qpos, torch.arange(int(qpos[0]), int(qpos[0]) + t, device=dev)):
-            return _band_attention(k, q, int(qpos[0]) - base, n_sink, block, halo, causal, rope=rope).float()
+            return _band_attention(k, q, int(qpos[0]) - base, n_sink, block, halo, causal, rope=rope, scale=scale).float()
         # otherwise (e.g. after an eviction) exact: the few decoding queries are cheap
+    k = k * scale                                                          # the scale on the keys: G times fewer numbers
     if rope is not None: q = _rope_into(torch.empty(q.shape, dtype=q.dtype, device=dev), q, *rope)   # already (T, d) in dt
-    out = k.new_zeros(*torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), n)
+    out = k.new_zeros(*_broadcast_shape(k.shape[:-2], q.shape[:-2]), n)
     plain = key_positions is None and query_positions is None             # keys 0..N-1, queries N-T..N-1
     for s in range(0, t, chunk):
         qs, qp = q[..., s:s + chunk, :], qpos[..., s:s + chunk]
@@ -249,25 +259,27 @@ def _rope_into(out:Tensor, x:Tensor, cos:Tensor, sin:Tensor) -> Tensor:
     out[..., h:].addcmul_(x[..., :h], sin[..., h:])
     return out
 
-def _band_attention(k:Tensor,      # keys (..., N, d), already divided by sqrt(d)
+def _band_attention(k:Tensor,      # keys (..., N, d)
                     q:Tensor,      # queries (..., T, d)
                     s0:int,        # key index of the first query (query j sits at key index s0 + j)
                     n_sink:int, block:int, halo:int, causal:bool,
                     max_elems:int=2**18, # logits per matrix product (bounds memory; about 1 MiB keeps each step in cache)
                     rope:tuple|None=None, # (cos, sin) (T, d) when `q` is pre-RoPE: rotated block by block
+                    scale:float=1.0, # logits are scale * q . k (1/sqrt(d) from `context_attention`), applied inside the product
                    ) -> Tensor:    # max_j alpha_i(q_j) (..., N)
     "Band mode of `context_attention` in a few batched products: block b of queries sees keys [s0 + b block - halo, its last query (+ halo)) and the first n_sink keys."
     n, t = k.shape[-2], q.shape[-2]
-    lead, dev = torch.broadcast_shapes(k.shape[:-2], q.shape[:-2]), k.device
+    lead, dev = _broadcast_shape(k.shape[:-2], q.shape[:-2]), k.device
     if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
         k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
-    return _band_windows(k, q, s0, min(n_sink, n), block, halo, causal, max_elems, rope).reshape(*lead, n)
+    return _band_windows(k, q, s0, min(n_sink, n), block, halo, causal, max_elems, rope, scale).reshape(*lead, n)
 
-def _band_windows(k:Tensor,   # keys (..., N, d) / sqrt(d)
+def _band_windows(k:Tensor,   # keys (..., N, d)
                   q:Tensor,   # queries (..., G, T, d), at key indices s0 .. s0 + T - 1
                   s0:int, ns:int, block:int, halo:int, causal:bool, max_elems:int,
                   rope:tuple|None=None, # (cos, sin) (T, d) when `q` is pre-RoPE
+                  scale:float=1.0,      # logits = scale * q . k
                  ) -> Tensor: # (..., G, N)
     "Each block of queries against one window of keys -- the sinks before the band, then the keys from `halo` before the block to its last query (+ `halo`) -- gathered once, so that a block is one product and one softmax over contiguous memory; a group of blocks at a time goes through reused buffers."
     lead, (n, d), (g, t) = k.shape[:-2], k.shape[-2:], q.shape[-3:-1]
@@ -310,8 +322,8 @@ def _band_windows(k:Tensor,   # keys (..., N, d) / sqrt(d)
             put(qm[:, full - b0, :, :r0], qf[:, :, full * block:], full * block, t, (r0, d))
             qm[:, full - b0, :, r0:].copy_(qm[:, full - b0, :, r0 - 1:r0].expand(rows, g, block - r0, d))
         torch.index_select(kf, 1, idx[b0:b1].reshape(-1), out=km)
-        torch.bmm(qm.view(rows * m, g * block, d), km.view(rows * m, c, d).mT, out=lm.view(rows * m, g * block, c))
-        lm.view(rows, m, g, block, c).add_(neg[None, b0:b1, None])
+        lm.view(rows, m, g, block, c).copy_(neg[None, b0:b1, None].expand(rows, m, g, block, c))   # the band's mask, then
+        lm.view(rows * m, g * block, c).baddbmm_(qm.view(rows * m, g * block, d), km.view(rows * m, c, d).mT, alpha=scale)   # + scale q.k
         a = torch.softmax(lm, -1)
         if empty: a.nan_to_num_(0.0)
         a = a.view(rows, m, g, block, c).amax(-2)                  # (R, m, G, c): the worst case over each block's queries
