@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_scoring.ipynb #358af20c
 from __future__ import annotations
-import itertools, math
+import functools, itertools, math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -275,6 +275,26 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
     return _band_windows(k, q, s0, min(n_sink, n), block, halo, causal, max_elems, rope, scale).reshape(*lead, n)
 
+@functools.lru_cache(maxsize=4)                                    # one prompt length at a time, read by every layer
+def _band_plan(n:int, t:int, s0:int, ns:int, block:int, halo:int, causal:bool, device, dtype) -> tuple:
+    "The band's layout: the key of every window column (nb, ns + w), the additive mask (nb, block, ns + w) (0 or -inf), whether some query sees no key, and the window width w."
+    right = 0 if causal else halo
+    nb = -(-t // block)
+    w = -(-(halo + block + right) // block) * block                # window width, in whole chunks of `block` keys
+    b_ = torch.arange(nb, device=device)[:, None, None]            # (nb, 1, 1) block, (1, block, 1) query, (1, 1, w) column
+    kidx = s0 - halo + b_ * block + torch.arange(w, device=device) # (nb, 1, w) key index of each window column
+    qidx = s0 + torch.clamp(b_ * block + torch.arange(block, device=device)[:, None], max=t - 1)   # (nb, block, 1): a short
+    hi = torch.clamp(qidx if causal else qidx[:, -1:] + right, max=n - 1)  # last block repeats its last query; last key seen
+    bad = ((kidx < 0) | (kidx > hi)).expand(nb, block, w)          # (nb, block, w) columns outside the band
+    empty = bool((hi < kidx[..., :1].clamp_min(0)).any())          # queries that see no window key (before every key)
+    if ns:                                                         # a sink inside the window counts once (there)
+        bad = torch.cat([(torch.arange(ns, device=device) >= kidx[..., :1].clamp(0, n)).expand(nb, block, ns), bad], -1)
+        idx = torch.cat([torch.arange(ns, device=device).expand(nb, ns), kidx[:, 0]], -1)
+    else: idx = kidx[:, 0]
+    idx = idx.clamp(0, n - 1)                                      # (nb, ns + w) the key of each column (masked ones: any)
+    neg = torch.zeros(bad.shape, dtype=dtype, device=device).masked_fill_(bad, float("-inf"))   # added: cheaper than masked_fill
+    return idx, neg, empty, w
+
 def _band_windows(k:Tensor,   # keys (..., N, d)
                   q:Tensor,   # queries (..., G, T, d), at key indices s0 .. s0 + T - 1
                   s0:int, ns:int, block:int, halo:int, causal:bool, max_elems:int,
@@ -283,24 +303,9 @@ def _band_windows(k:Tensor,   # keys (..., N, d)
                  ) -> Tensor: # (..., G, N)
     "Each block of queries against one window of keys -- the sinks before the band, then the keys from `halo` before the block to its last query (+ `halo`) -- gathered once, so that a block is one product and one softmax over contiguous memory; a group of blocks at a time goes through reused buffers."
     lead, (n, d), (g, t) = k.shape[:-2], k.shape[-2:], q.shape[-3:-1]
-    right = 0 if causal else halo
-    nb = -(-t // block)
-    w = -(-(halo + block + right) // block) * block                # window width, in whole chunks of `block` keys
     kf, qf = k.reshape(-1, n, d), q.reshape(-1, g, t, d)           # (R, N, d), (R, G, T, d): R rows (batch x KV heads)
-    rows, dev = kf.shape[0], k.device
-    ws0 = s0 - halo                                                # key index of block 0's first window column
-    b_ = torch.arange(nb, device=dev)[:, None, None]               # (nb, 1, 1) block, (1, block, 1) query, (1, 1, w) column
-    kidx = ws0 + b_ * block + torch.arange(w, device=dev)          # (nb, 1, w) key index of each window column
-    qidx = s0 + torch.clamp(b_ * block + torch.arange(block, device=dev)[:, None], max=t - 1)   # (nb, block, 1): a short
-    hi = torch.clamp(qidx if causal else qidx[:, -1:] + right, max=n - 1)  # last block repeats its last query; last key seen
-    bad = ((kidx < 0) | (kidx > hi)).expand(nb, block, w)          # (nb, block, w) columns outside the band
-    empty = bool((hi < kidx[..., :1].clamp_min(0)).any())          # queries that see no window key (before every key)
-    if ns:                                                         # a sink inside the window counts once (there)
-        bad = torch.cat([(torch.arange(ns, device=dev) >= kidx[..., :1].clamp(0, n)).expand(nb, block, ns), bad], -1)
-        idx = torch.cat([torch.arange(ns, device=dev).expand(nb, ns), kidx[:, 0]], -1)
-    else: idx = kidx[:, 0]
-    idx = idx.clamp(0, n - 1)                                      # (nb, ns + w) the key of each column (masked ones: any)
-    neg = torch.zeros(bad.shape, dtype=k.dtype, device=dev).masked_fill_(bad, float("-inf"))   # added: cheaper than masked_fill
+    rows, nb, ws0 = kf.shape[0], -(-t // block), s0 - halo         # ws0: key index of block 0's first window column
+    idx, neg, empty, w = _band_plan(n, t, s0, ns, block, halo, causal, k.device, k.dtype)   # the same for every layer
     c, full = ns + w, t // block
     per = max(1, min(nb, max_elems // max(1, rows * g * block * c)))     # blocks per step
     bufs = lambda m: (qf.new_empty(rows, m, g, block, d), kf.new_empty(rows, m * c, d), kf.new_empty(rows, m, g * block, c))
