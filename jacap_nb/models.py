@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from torch import nn, Tensor
-from .scoring import _broadcast_shape         # torch's costs 0.25 ms a call
+from .scoring import _broadcast_shape, _rope_into   # torch's broadcast_shapes costs 0.25 ms a call
 from .stats import _rotate_half                      # RoPE's half rotation, shared with the query statistics
 
 # %% auto #0
@@ -165,14 +165,11 @@ class AttentionAdapter:
                  cos:Tensor, # cos of each vector's own position, same shape as x
                  sin:Tensor,
                 ) -> Tensor: # the vectors before RoPE
-        "RoPE undone: rotation by the opposite angle (into one new tensor: two half-width products per half, no temporaries)."
+        "RoPE undone: rotation by the opposite angle (`_rope_into(inverse=True)`: into one new tensor, no temporaries)."
         if x.shape[-1] % 2 or (torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)):
             return x * cos - _rotate_half(x) * sin                          # the general formula
-        h = x.shape[-1] // 2
         out = torch.empty(_broadcast_shape(x.shape, cos.shape), dtype=torch.result_type(x, cos), device=x.device)
-        torch.mul(x[..., :h], cos[..., :h], out=out[..., :h]).addcmul_(x[..., h:], sin[..., :h])   # x1 c + x2 s
-        torch.mul(x[..., h:], cos[..., h:], out=out[..., h:]).addcmul_(x[..., :h], sin[..., h:], value=-1)   # x2 c - x1 s
-        return out
+        return _rope_into(out, x, cos, sin, inverse=True)
 
     def rope(self, ref:Tensor, positions:Tensor) -> tuple:
         "(cos, sin) for integer `positions` (B, T) or (1, T)."

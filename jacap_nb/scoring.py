@@ -80,12 +80,8 @@ def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
 
 def _row_leverage(x:Tensor, noise_var) -> Tensor:
     "r_i = x_i^T A^{-1} x_i / sigma^2 with A = I + X^T X / sigma^2, for rows x_i = sqrt(w_i) v_i (..., N, d): the leverage from one weighted buffer, its Gram one product."
-    gram = x.mT @ x                                                # sum_j w_j v_j v_j^T
-    eye = torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
-    if isinstance(noise_var, str):                                 # auto: tr(gram) / d_v = auto_noise_var, read off the Gram
-        s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / x.shape[-1]).clamp_min(torch.finfo(x.dtype).tiny)[..., None]
-        return (_whitened_sq_norms(gram / s2[..., None] + eye, x) / s2).float()
-    return (_whitened_sq_norms(gram / noise_var + eye, x) / noise_var).float()
+    a, s2 = _capacity_from_gram(x.mT @ x, noise_var)              # X^T X = sum_j w_j v_j v_j^T
+    return (_whitened_sq_norms(a, x) / s2).float()
 
 def _whitened_sq_norms(a:Tensor, x:Tensor) -> Tensor:
     "||L^{-1} x_i||^2 = x_i^T A^{-1} x_i for SPD A = L L^T (..., d, d) and rows x (..., N, d): a d x d inverse, then one product over N."
@@ -98,11 +94,15 @@ def _capacity_matrix(weights:Tensor, values:Tensor, noise_var) -> tuple[Tensor, 
     "A = I + sum_j (w_j/sigma^2) v_j v_j^T (..., d_v, d_v) and the scaled weights w/sigma^2 (..., N)."
     dt = _compute_dtype(weights, values)
     w, v = weights.to(dt), values.to(dt)
-    gram = torch.einsum('...n,...ni,...nj->...ij', w, v, v)    # sum_j w_j v_j v_j^T, one contraction over N
-    if isinstance(noise_var, str):                              # auto: tr(gram) / d_v = auto_noise_var, read off the Gram
-        s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / v.shape[-1]).clamp_min(torch.finfo(dt).tiny)[..., None]
-        return gram / s2[..., None] + torch.eye(v.shape[-1], dtype=dt, device=v.device), w / s2
-    return gram / noise_var + torch.eye(v.shape[-1], dtype=dt, device=v.device), w / noise_var
+    a, s2 = _capacity_from_gram(torch.einsum('...n,...ni,...nj->...ij', w, v, v), noise_var)   # one contraction over N
+    return a, w / s2
+
+def _capacity_from_gram(gram:Tensor, noise_var) -> tuple:
+    "A = I + gram / sigma^2 (..., d, d) and sigma^2 ((..., 1), or the number given): \"auto\" reads tr(gram) / d = auto_noise_var off the Gram."
+    eye = torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device)
+    if not isinstance(noise_var, str): return gram / noise_var + eye, noise_var
+    s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / gram.shape[-1]).clamp_min(torch.finfo(gram.dtype).tiny)[..., None]
+    return gram / s2[..., None] + eye, s2
 
 def leverage_scores(weights:Tensor, # non-negative token weights w (..., N)
                     values:Tensor,  # values v (..., N, d_v); leading dims broadcast with weights'
@@ -251,12 +251,12 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
             out = torch.maximum(out, torch.softmax(logits, -1).nan_to_num(0.0).amax(-2))
     return out.float()
 
-def _rope_into(out:Tensor, x:Tensor, cos:Tensor, sin:Tensor) -> Tensor:
-    "RoPE in the rotate-half convention (Llama, Mistral, Qwen): out = x cos + rotate_half(x) sin, written into `out`."
-    h = x.shape[-1] // 2
-    torch.mul(x, cos, out=out)
-    out[..., :h].addcmul_(x[..., h:], sin[..., :h], value=-1)
-    out[..., h:].addcmul_(x[..., :h], sin[..., h:])
+def _rope_into(out:Tensor, x:Tensor, cos:Tensor, sin:Tensor, inverse:bool=False) -> Tensor:
+    "RoPE in the rotate-half convention (Llama, Mistral, Qwen): out = x cos + rotate_half(x) sin (inverse: x cos - rotate_half(x) sin, the rotation undone), written into `out`."
+    h, s = x.shape[-1] // 2, -1 if inverse else 1
+    torch.mul(x, cos, out=out)                                     # full width, then the two half-width terms
+    out[..., :h].addcmul_(x[..., h:], sin[..., :h], value=-s)
+    out[..., h:].addcmul_(x[..., :h], sin[..., h:], value=s)
     return out
 
 def _band_attention(k:Tensor,      # keys (..., N, d)
