@@ -197,7 +197,7 @@ def _check_int(name, x, lo=0, none_ok=False):
 # %% ../nbs/06_cache.ipynb #3a0cddfb
 _VIEW_DERIVED = {"queries_pre": {"adapter", "hidden_states", "q_proj_out"},       # what each derived tensor is computed from
                  "queries": {"adapter", "hidden_states", "q_proj_out", "cos", "sin"},
-                 "keys_pre": {"adapter", "keys", "positions", "cos", "sin", "token_positions", "row_start"}}
+                 "keys_pre": {"adapter", "keys", "positions", "cos", "sin", "token_positions", "row_start", "k_proj_out", "hidden_states"}}
 
 @dataclass
 class LayerView:
@@ -217,6 +217,7 @@ class LayerView:
     row_start: Tensor|None = None  # (B,) index of each row's first real token in the logical sequence
     replay_attention: Tensor|None = None  # (B, Hkv, P) largest attention each slot got from a replay pass (deferred presses)
     q_proj_out: Tensor|None = None  # (B, T, H*d) the model's own q_proj output for the T new tokens (spares recomputing it)
+    k_proj_out: Tensor|None = None  # (B, T, Hkv*d) the model's own k_proj output (at a prefill: the keys before RoPE, no un-rotation)
     rope_cache: dict|None = None # shared by the layers of a run: the RoPE averages over the future positions, by position
 
     @property
@@ -241,9 +242,11 @@ class LayerView:
 
     @cached_property
     def keys_pre(self) -> Tensor:
-        "Pre-RoPE keys (B, Hkv, P, d): the cached keys rotated back by their own positions."
+        "Pre-RoPE keys (B, Hkv, P, d): at a prefill the model's own (k_proj output, kept by the hook), else the cached keys rotated back by their own positions."
         b, h, p, d = self.keys.shape
         if self.cos is not None and self.cos.shape[-2] == p and torch.equal(self.positions, self.token_positions[:, None].expand_as(self.positions)):
+            if self.k_proj_out is not None and self.adapter.k_proj is not None:   # slot j is new token j: its key before RoPE
+                return self.adapter.keys(self.hidden_states, self.k_proj_out).to(self.keys.dtype)
             cos, sin = self.cos[:, None].to(self.keys.dtype), self.sin[:, None].to(self.keys.dtype)   # a prefill: slot j is new token j,
             return self.adapter.unrotate(self.keys, cos, sin)                 # rotated by the model's own RoPE of that token
         pos = self.positions if self.row_start is None else (self.positions - self.row_start[:, None, None]).clamp_min(0)
@@ -290,7 +293,8 @@ class LayerView:
                        cos=cs(self.cos), sin=cs(self.sin), next_position=self.next_position[r:r + 1], stats=st,
                        row_start=None if self.row_start is None else self.row_start[r:r + 1],
                        replay_attention=None if self.replay_attention is None else self.replay_attention[r:r + 1][:, :, slots],
-                       q_proj_out=None if self.q_proj_out is None else self.q_proj_out[r:r + 1][:, t])
+                       q_proj_out=None if self.q_proj_out is None else self.q_proj_out[r:r + 1][:, t],
+                       k_proj_out=None if self.k_proj_out is None else self.k_proj_out[r:r + 1][:, t])
 
 # %% ../nbs/06_cache.ipynb #ec678855
 class PressRun:
@@ -303,11 +307,12 @@ class PressRun:
         if isinstance(lb, LayerBudget) and lb.n_layers != len(self.adapters): raise ValueError(
             f"the press's LayerBudget was measured on a model with {lb.n_layers} layers; this one has {len(self.adapters)} "
             "attention layers: calibrate it on this model (jacap_nb.pipeline.calibrate_layer_budget)")
-        self.replay_prefix, self._replaying, self._replay, self._prompt_ids, self._q_proj = [], False, {}, None, {}
+        self.replay_prefix, self._replaying, self._replay, self._prompt_ids = [], False, {}, None
+        self._q_proj, self._k_proj = {}, {}                            # per layer: the projections' outputs, until its attention hook
         self._deferred = {}       # per-head budgets: layer -> (view, layer) scored together at the end of the prefill
         self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
-        self._layer_hooks = None                                      # handles of the attention hooks while attached
+        self._layer_hooks = None                                      # handles of the attention (and projection) hooks while attached
         self._mask_info = None                                        # `_mask_summary` of the current attention mask
         self._rope_cache = {}                                         # `LayerView.rope_cache`: one entry, the current position
 
@@ -409,13 +414,13 @@ def _pre_forward(run:PressRun):
 def _attention_hook(run:PressRun, ad:AttentionAdapter):
     def hook(mod, args, kwargs, out):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        q = run._q_proj.pop(ad.layer_idx, None)
+        q, k = run._q_proj.pop(ad.layer_idx, None), run._k_proj.pop(ad.layer_idx, None)
         if cache is None: return
         h = kwargs.get("hidden_states", args[0] if args else None)
         layer = cache.layers[ad.layer_idx]
         if not isinstance(layer, CompressedLayer): layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(layer)
         if _idle_step(run, layer, h.shape[1]): return                        # before building anything
-        with torch.no_grad(): after_attention(run, ad, layer, h, *kwargs["position_embeddings"], q_proj_out=q)
+        with torch.no_grad(): after_attention(run, ad, layer, h, *kwargs["position_embeddings"], q_proj_out=q, k_proj_out=k)
     return hook
 
 def _idle_forward(run:PressRun, cache, q:int) -> bool:
@@ -425,16 +430,20 @@ def _idle_forward(run:PressRun, cache, q:int) -> bool:
     return _nothing_due(run, max(l.physical_length for l in layers) + q)
 
 def _attach_layer_hooks(run:PressRun, on:bool):
-    "Attach (or detach) the attention hooks of every layer: a module with no hook takes PyTorch's fast call path."
+    "Attach (or detach) the attention hooks of every layer -- and, for a press that reads queries, the q_proj / k_proj hooks: a module with no hook takes PyTorch's fast call path."
     if on and run._layer_hooks is None:
         run._layer_hooks = [ad.module.register_forward_hook(_attention_hook(run, ad), with_kwargs=True) for ad in run.adapters]
+        if run.press.stats is not None or getattr(run.press, "replay", False):   # only scorers that read queries (and the
+            for ad in run.adapters:                                              # prior's pre-RoPE keys) need the projections
+                run._layer_hooks.append(ad.q_proj.register_forward_hook(_projection_hook(run._q_proj, ad.layer_idx)))
+                if ad.k_proj is not None: run._layer_hooks.append(ad.k_proj.register_forward_hook(_projection_hook(run._k_proj, ad.layer_idx)))
     elif not on and run._layer_hooks is not None:
         for hd in run._layer_hooks: hd.remove()
         run._layer_hooks = None
 
-def _q_proj_hook(run:PressRun, ad:AttentionAdapter):
-    "Keeps the layer's q_proj output until its attention hook: scorers get the queries without recomputing them."
-    def hook(mod, args, out): run._q_proj[ad.layer_idx] = out
+def _projection_hook(store:dict, layer_idx:int):
+    "Keeps a projection's output (q_proj, k_proj) until the layer's attention hook: scorers get the queries and the pre-RoPE keys without recomputing them."
+    def hook(mod, args, out): store[layer_idx] = out
     return hook
 
 # %% ../nbs/06_cache.ipynb #f752fc52
@@ -481,6 +490,7 @@ def after_attention(run:PressRun,           # the running application of a press
                     h:Tensor,               # the layer's attention input (B, T, D)
                     cos:Tensor, sin:Tensor, # RoPE of the T new tokens
                     q_proj_out:Tensor|None=None, # the layer's q_proj output for h, when the hook kept it
+                    k_proj_out:Tensor|None=None, # the layer's k_proj output for h, when the hook kept it
                    ):
     "The hook's work after one layer's attention: statistics, then prefill or high-water-mark eviction."
     t = h.shape[1]
@@ -490,7 +500,7 @@ def after_attention(run:PressRun,           # the running application of a press
     _, next_pos, row_start = _mask_summary(run)
     tpos = _new_positions(run, t)
     view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, next_pos,
-                     rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=row_start, q_proj_out=q_proj_out,
+                     rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=row_start, q_proj_out=q_proj_out, k_proj_out=k_proj_out,
                      rope_cache=run._rope_cache)
     if run._replaying: return _replay_step(run, view, layer)
     _update_stats(run, view, prefill)
@@ -869,8 +879,6 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
     model._jacap_nb_run = run
     try:
         _attach_layer_hooks(run, True)                                          # detached on idle generation steps
-        if press.stats is not None or getattr(press, "replay", False):         # only scorers that read queries need q_proj's output
-            hooks += [ad.q_proj.register_forward_hook(_q_proj_hook(run, ad)) for ad in run.adapters]
         yield run
     finally:
         for hd in hooks: hd.remove()
@@ -882,7 +890,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
     ids: Tensor      # (B, N) token ids
-    layers: list     # per layer: dict(hidden_states (B, N, D), keys, values (B, Hkv, N, d), position_embeddings (cos, sin), q_proj)
+    layers: list     # per layer: dict(hidden_states (B, N, D), keys, values (B, Hkv, N, d), position_embeddings (cos, sin), q_proj, k_proj)
     seconds: float   # wall time of the prefill
 
     @property
@@ -904,15 +912,17 @@ def cache_from_layers(keys:list, values:list) -> DynamicCache:
 def capture_prefill(model:nn.Module, ids:Tensor) -> Prefill:
     "Prefill `ids` (B, N) with a fresh full cache (no padding) and capture every attention layer's hook inputs."
     ids = ids.to(model.device)
-    layers, hooks, qs = {}, [], {}
+    layers, hooks, qs, ks = {}, [], {}, {}
     def hook(module, args, kwargs, output):
         lay = kwargs.get("cache", kwargs.get("past_key_values")).layers[module.layer_idx]
         layers[module.layer_idx] = dict(hidden_states=kwargs["hidden_states"], keys=lay.keys, values=lay.values,
-                                        position_embeddings=kwargs["position_embeddings"], q_proj=qs.pop(module.layer_idx))
+                                        position_embeddings=kwargs["position_embeddings"], q_proj=qs.pop(module.layer_idx),
+                                        k_proj=ks.pop(module.layer_idx, None))
     try:
         for ad in model_adapters(model):
             hooks.append(ad.module.register_forward_hook(hook, with_kwargs=True))
-            hooks.append(ad.q_proj.register_forward_hook(lambda mod, a, out, i=ad.layer_idx: qs.__setitem__(i, out)))
+            hooks.append(ad.q_proj.register_forward_hook(_projection_hook(qs, ad.layer_idx)))
+            if ad.k_proj is not None: hooks.append(ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx)))
         t0 = time.perf_counter()
         getattr(model, "model", model)(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
         secs = time.perf_counter() - t0
@@ -940,7 +950,8 @@ def compress_layers(press,              # the press to apply
     cache = prefill.full_cache()
     for ad, lay in zip(run.adapters, prefill.layers):
         layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(cache.layers[ad.layer_idx])
-        after_attention(run, ad, layer, lay["hidden_states"], *lay["position_embeddings"], q_proj_out=lay.get("q_proj"))
+        after_attention(run, ad, layer, lay["hidden_states"], *lay["position_embeddings"], q_proj_out=lay.get("q_proj"),
+                        k_proj_out=lay.get("k_proj"))
     if run._deferred: _evict_heads(run)
     return cache, run
 

@@ -180,8 +180,9 @@ def key_leverage(keys:Tensor,       # keys (..., N, d), pre-RoPE for a position-
 def _key_leverage(keys, ridge=1e-3):
     "Unchecked `key_leverage` (the press's path: its inputs come from the model, its scores are checked afterwards)."
     x = keys.to(_compute_dtype(keys))
-    x = x - x.mean(-2, keepdim=True)
-    g = x.mT @ x
+    x = torch.sub(x, x.mean(-2, keepdim=True), out=torch.empty(x.shape, dtype=x.dtype, device=x.device))   # centred into a
+    g = x.mT @ x                                                   # contiguous buffer: the products read it in place, whatever
+                                                                   # the keys' layout (the hook's k_proj output is token-major)
     lam = ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(torch.finfo(g.dtype).tiny)
     return _whitened_sq_norms(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device), x)
 
