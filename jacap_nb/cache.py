@@ -245,7 +245,7 @@ class LayerView:
         "Pre-RoPE keys (B, Hkv, P, d): at a prefill the model's own (k_proj output, kept by the hook), else the cached keys rotated back by their own positions."
         b, h, p, d = self.keys.shape
         if self.cos is not None and self.cos.shape[-2] == p and torch.equal(self.positions, self.token_positions[:, None].expand_as(self.positions)):
-            if self.k_proj_out is not None and self.adapter.k_proj is not None:   # slot j is new token j: its key before RoPE
+            if self.k_proj_out is not None:                                   # slot j is new token j: its key before RoPE
                 return self.adapter.keys(self.hidden_states, self.k_proj_out).to(self.keys.dtype)
             cos, sin = self.cos[:, None].to(self.keys.dtype), self.sin[:, None].to(self.keys.dtype)   # a prefill: slot j is new token j,
             return self.adapter.unrotate(self.keys, cos, sin)                 # rotated by the model's own RoPE of that token
@@ -435,8 +435,8 @@ def _attach_layer_hooks(run:PressRun, on:bool):
         run._layer_hooks = [ad.module.register_forward_hook(_attention_hook(run, ad), with_kwargs=True) for ad in run.adapters]
         if run.press.stats is not None or getattr(run.press, "replay", False):   # only scorers that read queries (and the
             for ad in run.adapters:                                              # prior's pre-RoPE keys) need the projections
-                run._layer_hooks.append(ad.q_proj.register_forward_hook(_projection_hook(run._q_proj, ad.layer_idx)))
-                if ad.k_proj is not None: run._layer_hooks.append(ad.k_proj.register_forward_hook(_projection_hook(run._k_proj, ad.layer_idx)))
+                run._layer_hooks += [ad.q_proj.register_forward_hook(_projection_hook(run._q_proj, ad.layer_idx)),
+                                     ad.k_proj.register_forward_hook(_projection_hook(run._k_proj, ad.layer_idx))]
     elif not on and run._layer_hooks is not None:
         for hd in run._layer_hooks: hd.remove()
         run._layer_hooks = None
@@ -917,12 +917,12 @@ def capture_prefill(model:nn.Module, ids:Tensor) -> Prefill:
         lay = kwargs.get("cache", kwargs.get("past_key_values")).layers[module.layer_idx]
         layers[module.layer_idx] = dict(hidden_states=kwargs["hidden_states"], keys=lay.keys, values=lay.values,
                                         position_embeddings=kwargs["position_embeddings"], q_proj=qs.pop(module.layer_idx),
-                                        k_proj=ks.pop(module.layer_idx, None))
+                                        k_proj=ks.pop(module.layer_idx))
     try:
         for ad in model_adapters(model):
             hooks.append(ad.module.register_forward_hook(hook, with_kwargs=True))
-            hooks.append(ad.q_proj.register_forward_hook(_projection_hook(qs, ad.layer_idx)))
-            if ad.k_proj is not None: hooks.append(ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx)))
+            hooks += [ad.q_proj.register_forward_hook(_projection_hook(qs, ad.layer_idx)),
+                      ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx))]
         t0 = time.perf_counter()
         getattr(model, "model", model)(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
         secs = time.perf_counter() - t0

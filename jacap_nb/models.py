@@ -128,12 +128,12 @@ class AttentionAdapter:
     layer_idx: int           # its index in the cache
     q_proj: nn.Linear        # hidden -> H*d query projection
     q_norm: nn.Module|None   # per-head norm applied before RoPE (Qwen3), else None
+    k_proj: nn.Linear        # hidden -> Hkv*d key projection
+    k_norm: nn.Module|None   # per-head key norm applied before RoPE (Qwen3), else None
     num_heads: int           # query heads H
     num_kv_heads: int        # KV heads Hkv (H % Hkv == 0)
     head_dim: int            # d
     rotary: nn.Module        # the model's rotary embedding: rotary(x, position_ids) -> (cos, sin)
-    k_proj: nn.Linear|None = None  # hidden -> Hkv*d key projection
-    k_norm: nn.Module|None = None  # per-head key norm applied before RoPE (Qwen3), else None
 
     @property
     def group(self) -> int: return self.num_heads // self.num_kv_heads
@@ -141,18 +141,18 @@ class AttentionAdapter:
     def queries(self, hidden_states:Tensor,    # attention input (B, T, hidden)
                 projected:Tensor|None=None,    # q_proj(hidden_states) when already computed (B, T, H*d): not recomputed
                ) -> Tensor:                    # pre-RoPE queries (B, H, T, d)
-        b, t, _ = hidden_states.shape
-        q = (self.q_proj(hidden_states) if projected is None else projected).view(b, t, self.num_heads, self.head_dim)
-        if self.q_norm is not None: q = self.q_norm(q)
-        return q.transpose(1, 2)
+        return self._heads(self.q_proj, self.q_norm, self.num_heads, hidden_states, projected)
 
     def keys(self, hidden_states:Tensor,       # attention input (B, T, hidden)
              projected:Tensor|None=None,       # k_proj(hidden_states) when already computed (B, T, Hkv*d): not recomputed
             ) -> Tensor:                       # pre-RoPE keys (B, Hkv, T, d): what the cache holds before rotation
+        return self._heads(self.k_proj, self.k_norm, self.num_kv_heads, hidden_states, projected)
+
+    def _heads(self, proj, norm, heads, hidden_states, projected):
+        "A projection's output split into heads (B, heads, T, d), its per-head norm applied (as the module does before RoPE)."
         b, t, _ = hidden_states.shape
-        k = (self.k_proj(hidden_states) if projected is None else projected).view(b, t, self.num_kv_heads, self.head_dim)
-        if self.k_norm is not None: k = self.k_norm(k)
-        return k.transpose(1, 2)
+        x = (proj(hidden_states) if projected is None else projected).view(b, t, heads, self.head_dim)
+        return (x if norm is None else norm(x)).transpose(1, 2)
 
     @staticmethod
     def rotate(q:Tensor,   # queries (B, H, T, d)
@@ -203,8 +203,8 @@ def attention_adapter(attn:nn.Module,    # an attention module
     cfg = attn.config
     h, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
     return AttentionAdapter(module=attn, layer_idx=attn.layer_idx, q_proj=attn.q_proj, q_norm=getattr(attn, "q_norm", None),
-                            num_heads=h, num_kv_heads=hkv, head_dim=attn.head_dim, rotary=rotary,
-                            k_proj=attn.k_proj, k_norm=getattr(attn, "k_norm", None))
+                            k_proj=attn.k_proj, k_norm=getattr(attn, "k_norm", None),
+                            num_heads=h, num_kv_heads=hkv, head_dim=attn.head_dim, rotary=rotary)
 
 _ADAPTERS = weakref.WeakKeyDictionary()   # model -> its adapters, built once (every press run and capture asks for them)
 
