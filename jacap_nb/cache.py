@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_cache.ipynb #17a78f81
 from __future__ import annotations
-import json, math, time, warnings
+import functools, json, math, time, warnings
 from pathlib import Path
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -15,8 +15,9 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 # %% auto #0
 __all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'StatsConfig', 'LayerView', 'PressRun',
-           'layer_counts', 'after_attention', 'head_budgets', 'head_slots', 'enable_head_masks', 'LayerBudget',
-           'apply_press', 'Prefill', 'cache_from_layers', 'capture_prefill', 'compress_layers']
+           'layer_counts', 'keep_attention_queries', 'after_attention', 'head_budgets', 'head_slots',
+           'enable_head_masks', 'LayerBudget', 'apply_press', 'Prefill', 'cache_from_layers', 'capture_prefill',
+           'compress_layers']
 
 # %% ../nbs/06_cache.ipynb #9ed17776
 from .scoring import select_tokens, _top_sorted
@@ -196,7 +197,7 @@ def _check_int(name, x, lo=0, none_ok=False):
 
 # %% ../nbs/06_cache.ipynb #3a0cddfb
 _VIEW_DERIVED = {"queries_pre": {"adapter", "hidden_states", "q_proj_out"},       # what each derived tensor is computed from
-                 "queries": {"adapter", "hidden_states", "q_proj_out", "cos", "sin"},
+                 "queries": {"adapter", "hidden_states", "q_proj_out", "cos", "sin", "attention_queries"},
                  "keys_pre": {"adapter", "keys", "positions", "cos", "sin", "token_positions", "row_start", "k_proj_out", "hidden_states"}}
 
 @dataclass
@@ -218,6 +219,8 @@ class LayerView:
     replay_attention: Tensor|None = None  # (B, Hkv, P) largest attention each slot got from a replay pass (deferred presses)
     q_proj_out: Tensor|None = None  # (B, T, H*d) the model's own q_proj output for the T new tokens (spares recomputing it)
     k_proj_out: Tensor|None = None  # (B, T, Hkv*d) the model's own k_proj output (at a prefill: the keys before RoPE, no un-rotation)
+    attention_queries: Tensor|None = None  # (B, H, T, d) the post-RoPE queries the model's attention function read (kept by
+                                 # `keep_attention_queries`'s wrapper): `queries` without rotating them again
     rope_cache: dict|None = None # shared by the layers of a run: the RoPE averages over the future positions, by position
 
     @property
@@ -232,12 +235,13 @@ class LayerView:
 
     @cached_property
     def queries(self) -> Tensor:
-        "Post-RoPE queries (B, H, T, d) of the T new tokens (what the model's attention used)."
+        "Post-RoPE queries (B, H, T, d) of the T new tokens (what the model's attention used): its own tensor when the wrapper kept it."
+        if self.attention_queries is not None: return self.attention_queries
         return self.adapter.rotate(self.queries_pre, self.cos, self.sin)
 
     def recent_queries(self, r:int) -> Tensor:
         "The last `r` post-RoPE queries (B, H, min(r, T), d): a slice of `queries` when computed, else only those rotated."
-        if "queries" in self.__dict__: return self.queries[:, :, -r:]
+        if "queries" in self.__dict__ or self.attention_queries is not None: return self.queries[:, :, -r:]
         return self.adapter.rotate(self.queries_pre[:, :, -r:], self.cos[:, -r:], self.sin[:, -r:])
 
     @cached_property
@@ -294,7 +298,8 @@ class LayerView:
                        row_start=None if self.row_start is None else self.row_start[r:r + 1],
                        replay_attention=None if self.replay_attention is None else self.replay_attention[r:r + 1][:, :, slots],
                        q_proj_out=None if self.q_proj_out is None else self.q_proj_out[r:r + 1][:, t],
-                       k_proj_out=None if self.k_proj_out is None else self.k_proj_out[r:r + 1][:, t])
+                       k_proj_out=None if self.k_proj_out is None else self.k_proj_out[r:r + 1][:, t],
+                       attention_queries=None if self.attention_queries is None else self.attention_queries[r:r + 1][:, :, t])
 
 # %% ../nbs/06_cache.ipynb #ec678855
 class PressRun:
@@ -309,6 +314,7 @@ class PressRun:
             "attention layers: calibrate it on this model (jacap_nb.pipeline.calibrate_layer_budget)")
         self.replay_prefix, self._replaying, self._replay, self._prompt_ids = [], False, {}, None
         self._q_proj, self._k_proj = {}, {}                            # per layer: the projections' outputs, until its attention hook
+        self._attention_queries = {}                                  # per layer: the attention function's query, likewise
         self._deferred = {}       # per-head budgets: layer -> (view, layer) scored together at the end of the prefill
         self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
@@ -415,12 +421,14 @@ def _attention_hook(run:PressRun, ad:AttentionAdapter):
     def hook(mod, args, kwargs, out):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         q, k = run._q_proj.pop(ad.layer_idx, None), run._k_proj.pop(ad.layer_idx, None)
+        aq = run._attention_queries.pop(ad.layer_idx, None)
         if cache is None: return
         h = kwargs.get("hidden_states", args[0] if args else None)
         layer = cache.layers[ad.layer_idx]
         if not isinstance(layer, CompressedLayer): layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(layer)
         if _idle_step(run, layer, h.shape[1]): return                        # before building anything
-        with torch.no_grad(): after_attention(run, ad, layer, h, *kwargs["position_embeddings"], q_proj_out=q, k_proj_out=k)
+        with torch.no_grad(): after_attention(run, ad, layer, h, *kwargs["position_embeddings"], q_proj_out=q, k_proj_out=k,
+                                              attention_queries=aq)
     return hook
 
 def _idle_forward(run:PressRun, cache, q:int) -> bool:
@@ -430,13 +438,15 @@ def _idle_forward(run:PressRun, cache, q:int) -> bool:
     return _nothing_due(run, max(l.physical_length for l in layers) + q)
 
 def _attach_layer_hooks(run:PressRun, on:bool):
-    "Attach (or detach) the attention hooks of every layer -- and, for a press that reads queries, the q_proj / k_proj hooks: a module with no hook takes PyTorch's fast call path."
+    "Attach (or detach) the attention hooks of every layer -- and, for a press that reads queries, the q_proj / k_proj hooks and the attention function's query: a module with no hook takes PyTorch's fast call path."
     if on and run._layer_hooks is None:
         run._layer_hooks = [ad.module.register_forward_hook(_attention_hook(run, ad), with_kwargs=True) for ad in run.adapters]
         if run.press.stats is not None or getattr(run.press, "replay", False):   # only scorers that read queries (and the
-            for ad in run.adapters:                                              # prior's pre-RoPE keys) need the projections
+            keep_attention_queries()                                             # prior's pre-RoPE keys) need the projections
+            for ad in run.adapters:
                 run._layer_hooks += [ad.q_proj.register_forward_hook(_projection_hook(run._q_proj, ad.layer_idx)),
-                                     ad.k_proj.register_forward_hook(_projection_hook(run._k_proj, ad.layer_idx))]
+                                     ad.k_proj.register_forward_hook(_projection_hook(run._k_proj, ad.layer_idx)),
+                                     _listen_to_queries(ad.module, run._attention_queries)]
     elif not on and run._layer_hooks is not None:
         for hd in run._layer_hooks: hd.remove()
         run._layer_hooks = None
@@ -446,12 +456,40 @@ def _projection_hook(store:dict, layer_idx:int):
     def hook(mod, args, out): store[layer_idx] = out
     return hook
 
+def _keeping_query(fn):
+    "`fn`, an attention function of transformers, that first leaves its query in the store listening to its module, if any."
+    @functools.wraps(fn)
+    def attention(module, query, *args, **kwargs):
+        store = getattr(module, "_jacap_nb_query_store", None)    # an attribute, as kvpress's wrapper reads its own:
+        if store is not None: store[module.layer_idx] = query     # torch.compile traces it without a graph break
+        return fn(module, query, *args, **kwargs)
+    attention._jacap_nb_keeps_query = True
+    return attention
+
+def keep_attention_queries():
+    "Wrap every attention function registered in transformers (sdpa, flash, flex, ...; kvpress wraps them in the same way) so that a press that reads queries gets the model's own post-RoPE queries instead of rotating them again. Idempotent; a module no press listens to pays one dictionary lookup. Eager attention is the model file's own function, not registered: there the queries are rotated as before."
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    for name in list(ALL_ATTENTION_FUNCTIONS.keys()):
+        fn = ALL_ATTENTION_FUNCTIONS[name]
+        if not getattr(fn, "_jacap_nb_keeps_query", False): ALL_ATTENTION_FUNCTIONS[name] = _keeping_query(fn)
+
+class _Listening:
+    "The handle of `_listen_to_queries` (removed like a hook's handle): the module is left as it was."
+    def __init__(self, module): self.module = module
+    def remove(self): self.module.__dict__.pop("_jacap_nb_query_store", None)
+
+def _listen_to_queries(module:nn.Module, store:dict) -> _Listening:
+    "Until the handle is removed, the (wrapped) attention function of `module` leaves its query in `store[layer_idx]`."
+    module._jacap_nb_query_store = store
+    return _Listening(module)
+
 # %% ../nbs/06_cache.ipynb #f752fc52
 def _update_stats(run:PressRun, view:LayerView, prefill:bool):
     cfg = run.press.stats
     if cfg is None: return
     old = run.stats.get(view.adapter.layer_idx)
-    recent = view.recent_queries(cfg.recent).float()
+    recent = view.recent_queries(cfg.recent).to(torch.float32, copy=True)   # its own memory: a slice of the model's
+                                                               # queries would keep all of them alive for the run
     if not cfg.moments:                                        # the recent queries alone, kept as `ema_update` keeps them
         if not (prefill or old is None or old.recent is None):
             recent = torch.cat([old.recent, recent], 2)[:, :, -old.recent.shape[2]:]
@@ -491,6 +529,7 @@ def after_attention(run:PressRun,           # the running application of a press
                     cos:Tensor, sin:Tensor, # RoPE of the T new tokens
                     q_proj_out:Tensor|None=None, # the layer's q_proj output for h, when the hook kept it
                     k_proj_out:Tensor|None=None, # the layer's k_proj output for h, when the hook kept it
+                    attention_queries:Tensor|None=None, # the query (B, H, T, d) the layer's attention function read, when kept
                    ):
     "The hook's work after one layer's attention: statistics, then prefill or high-water-mark eviction."
     t = h.shape[1]
@@ -501,7 +540,8 @@ def after_attention(run:PressRun,           # the running application of a press
     tpos = _new_positions(run, t)
     view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, next_pos,
                      rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=row_start, q_proj_out=q_proj_out, k_proj_out=k_proj_out,
-                     rope_cache=run._rope_cache)
+                     rope_cache=run._rope_cache, attention_queries=attention_queries if attention_queries is not None
+                     and attention_queries.shape[-2] == t else None)
     if run._replaying: return _replay_step(run, view, layer)
     _update_stats(run, view, prefill)
     if prefill and run.press.compression_ratio > 0 and not getattr(run.press, "replay", False):
@@ -890,7 +930,8 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
     ids: Tensor      # (B, N) token ids
-    layers: list     # per layer: dict(hidden_states (B, N, D), keys, values (B, Hkv, N, d), position_embeddings (cos, sin), q_proj, k_proj)
+    layers: list     # per layer: dict(hidden_states (B, N, D), keys, values (B, Hkv, N, d), position_embeddings (cos, sin), q_proj, k_proj,
+                     # queries: the post-RoPE queries (B, H, N, d) the attention function read, or None under eager attention)
     seconds: float   # wall time of the prefill
 
     @property
@@ -912,17 +953,18 @@ def cache_from_layers(keys:list, values:list) -> DynamicCache:
 def capture_prefill(model:nn.Module, ids:Tensor) -> Prefill:
     "Prefill `ids` (B, N) with a fresh full cache (no padding) and capture every attention layer's hook inputs."
     ids = ids.to(model.device)
-    layers, hooks, qs, ks = {}, [], {}, {}
+    layers, hooks, qs, ks, aqs = {}, [], {}, {}, {}
     def hook(module, args, kwargs, output):
         lay = kwargs.get("cache", kwargs.get("past_key_values")).layers[module.layer_idx]
         layers[module.layer_idx] = dict(hidden_states=kwargs["hidden_states"], keys=lay.keys, values=lay.values,
                                         position_embeddings=kwargs["position_embeddings"], q_proj=qs.pop(module.layer_idx),
-                                        k_proj=ks.pop(module.layer_idx))
+                                        k_proj=ks.pop(module.layer_idx), queries=aqs.pop(module.layer_idx, None))
+    keep_attention_queries()
     try:
         for ad in model_adapters(model):
             hooks.append(ad.module.register_forward_hook(hook, with_kwargs=True))
             hooks += [ad.q_proj.register_forward_hook(_projection_hook(qs, ad.layer_idx)),
-                      ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx))]
+                      ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx)), _listen_to_queries(ad.module, aqs)]
         t0 = time.perf_counter()
         getattr(model, "model", model)(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
         secs = time.perf_counter() - t0
@@ -951,7 +993,7 @@ def compress_layers(press,              # the press to apply
     for ad, lay in zip(run.adapters, prefill.layers):
         layer = cache.layers[ad.layer_idx] = CompressedLayer.from_layer(cache.layers[ad.layer_idx])
         after_attention(run, ad, layer, lay["hidden_states"], *lay["position_embeddings"], q_proj_out=lay.get("q_proj"),
-                        k_proj_out=lay.get("k_proj"))
+                        k_proj_out=lay.get("k_proj"), attention_queries=lay.get("queries"))
     if run._deferred: _evict_heads(run)
     return cache, run
 

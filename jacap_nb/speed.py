@@ -23,19 +23,27 @@ from .report import markdown_table, method_color
 
 # %% ../nbs/15_speed.ipynb #6cf4bc5b
 class _TensorMemory(TorchDispatchMode):
-    "Live bytes of the storages created under the mode, and their peak."
+    "Live bytes of the storages created under the mode, and their peak: a storage counts from the operation that made it until the last tensor viewing it is freed; views of storages that existed before are not counted."
     def __init__(self):
-        super().__init__(); self.live = self.peak = 0; self.alive = {}
-    def _free(self, key, nbytes):
-        if self.alive.pop(key, None) is not None: self.live -= nbytes
+        super().__init__(); self.live = self.peak = 0; self.refs = {}
+    def _release(self, key, nbytes):
+        n = self.refs.get(key)
+        if n is None: return
+        if n > 1: self.refs[key] = n - 1
+        else: del self.refs[key]; self.live -= nbytes
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        ins = None
         for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and not t._is_view():
-                st = t.untyped_storage(); key, nbytes = st.data_ptr(), st.nbytes()
-                if nbytes and key not in self.alive:
-                    self.alive[key] = True; self.live += nbytes; self.peak = max(self.peak, self.live)
-                    weakref.finalize(t, self._free, key, nbytes)
+            if not isinstance(t, torch.Tensor): continue
+            st = t.untyped_storage(); key, nbytes = st.data_ptr(), st.nbytes()
+            if not nbytes: continue
+            if key in self.refs: self.refs[key] += 1              # one more tensor (a view, an out=) of a counted storage
+            else:
+                if ins is None: ins = {x.untyped_storage().data_ptr() for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)}
+                if key in ins: continue                           # a view of a storage from before: not fn's memory
+                self.refs[key] = 1; self.live += nbytes; self.peak = max(self.peak, self.live)
+            weakref.finalize(t, self._release, key, nbytes)
         return out
 
 def peak_tensor_bytes(fn,          # a function of no arguments
