@@ -467,7 +467,7 @@ def _keeping_query(fn):
     return attention
 
 def keep_attention_queries():
-    "Wrap every attention function registered in transformers (sdpa, flash, flex, ...; kvpress wraps them in the same way) so that a press that reads queries gets the model's own post-RoPE queries instead of rotating them again. Idempotent; a module no press listens to pays one dictionary lookup. Eager attention is the model file's own function, not registered: there the queries are rotated as before."
+    "Wrap every attention function registered in transformers (sdpa, flash, flex, ...; kvpress wraps them in the same way) so that a press that reads queries gets the model's own post-RoPE queries instead of rotating them again. Idempotent; a module no press listens to pays one attribute lookup per call. Eager attention is the model file's own function, not registered: there the queries are rotated as before."
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     for name in list(ALL_ATTENTION_FUNCTIONS.keys()):
         fn = ALL_ATTENTION_FUNCTIONS[name]
