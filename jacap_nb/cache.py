@@ -223,6 +223,9 @@ class LayerView:
                                  # `keep_attention_queries`'s wrapper): `queries` without rotating them again
     rope_cache: dict|None = None # shared by the layers of a run: the RoPE averages over the future positions, by position
 
+    def __post_init__(self):
+        if self.attention_queries is not None: self.__dict__["queries"] = self.attention_queries   # `queries`, already made
+
     @property
     def group(self) -> int: return self.adapter.group
     @property
@@ -235,13 +238,12 @@ class LayerView:
 
     @cached_property
     def queries(self) -> Tensor:
-        "Post-RoPE queries (B, H, T, d) of the T new tokens (what the model's attention used): its own tensor when the wrapper kept it."
-        if self.attention_queries is not None: return self.attention_queries
+        "Post-RoPE queries (B, H, T, d) of the T new tokens (what the model's attention used; its own tensor when the wrapper kept it)."
         return self.adapter.rotate(self.queries_pre, self.cos, self.sin)
 
     def recent_queries(self, r:int) -> Tensor:
         "The last `r` post-RoPE queries (B, H, min(r, T), d): a slice of `queries` when computed, else only those rotated."
-        if "queries" in self.__dict__ or self.attention_queries is not None: return self.queries[:, :, -r:]
+        if "queries" in self.__dict__: return self.queries[:, :, -r:]
         return self.adapter.rotate(self.queries_pre[:, :, -r:], self.cos[:, -r:], self.sin[:, -r:])
 
     @cached_property
@@ -318,6 +320,8 @@ class PressRun:
         self._deferred = {}       # per-head budgets: layer -> (view, layer) scored together at the end of the prefill
         self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
+        self._reads_queries = press.stats is not None or getattr(press, "replay", False)   # only these scorers (and the
+                                                                      # prior's pre-RoPE keys) need the projections and queries
         self._layer_hooks = None                                      # handles of the attention (and projection) hooks while attached
         self._mask_info = None                                        # `_mask_summary` of the current attention mask
         self._rope_cache = {}                                         # `LayerView.rope_cache`: one entry, the current position
@@ -441,8 +445,7 @@ def _attach_layer_hooks(run:PressRun, on:bool):
     "Attach (or detach) the attention hooks of every layer -- and, for a press that reads queries, the q_proj / k_proj hooks and the attention function's query: a module with no hook takes PyTorch's fast call path."
     if on and run._layer_hooks is None:
         run._layer_hooks = [ad.module.register_forward_hook(_attention_hook(run, ad), with_kwargs=True) for ad in run.adapters]
-        if run.press.stats is not None or getattr(run.press, "replay", False):   # only scorers that read queries (and the
-            keep_attention_queries()                                             # prior's pre-RoPE keys) need the projections
+        if run._reads_queries:
             for ad in run.adapters:
                 run._layer_hooks += [ad.q_proj.register_forward_hook(_projection_hook(run._q_proj, ad.layer_idx)),
                                      ad.k_proj.register_forward_hook(_projection_hook(run._k_proj, ad.layer_idx)),
@@ -913,6 +916,7 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
         "from the same cache twice -- compose them instead (e.g. DecodingEviction(press, ...), ProtectSpans(press, ...))")
     if _uneven_layers(press): enable_head_masks(model)
     run = PressRun(press, model)
+    if run._reads_queries: keep_attention_queries()                         # once per run, before any layer listens
     dec = getattr(model, "model", model)
     hooks = [dec.register_forward_pre_hook(_pre_forward(run), with_kwargs=True),
              dec.register_forward_hook(_post_forward(run, model), with_kwargs=True)]

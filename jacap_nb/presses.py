@@ -191,10 +191,9 @@ class Jacap(Scorer):
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
             skip = 4 if view.token_positions.shape[1] > 8 else 0             # prefill: every prompt token's query but the
             qpos = view.token_positions[0, skip:]                             # first 4 (attention sinks see only themselves),
-            rotated = view.attention_queries is not None or "queries" in view.__dict__   # post-RoPE: the model's own, or
-            if view.cos is not None and view.cos.shape[0] == 1 and not rotated:          # pre-RoPE, rotated where the band
-                q, rope = view.queries_pre[:, :, skip:], (view.cos[:, skip:], view.sin[:, skip:])   # reads them
-            else: q, rope = view.queries[:, :, skip:], None
+            if view.cos is not None and view.cos.shape[0] == 1 and "queries" not in view.__dict__:   # pre-RoPE (no post-RoPE
+                q, rope = view.queries_pre[:, :, skip:], (view.cos[:, skip:], view.sin[:, skip:])     # ones made or kept):
+            else: q, rope = view.queries[:, :, skip:], None                                          # rotated in the band
         else:                                                                 # decoding: the recent queries of the run
             q, rope = view.stats.recent, None                                  # the last W tokens, in the keys' logical frame
             qpos = view.token_positions[0, -1] + 1 - q.shape[2] + torch.arange(q.shape[2], device=q.device)
