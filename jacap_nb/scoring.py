@@ -183,7 +183,7 @@ def _key_leverage(keys, ridge=1e-3):
     x = torch.sub(x, x.mean(-2, keepdim=True), out=torch.empty(x.shape, dtype=x.dtype, device=x.device))   # centred into a
     g = x.mT @ x                                                   # contiguous buffer: the products read it in place, whatever
                                                                    # the keys' layout (the hook's k_proj output is token-major)
-    lam = ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1).clamp_min(torch.finfo(g.dtype).tiny)
+    lam = (ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1)).clamp_min(torch.finfo(g.dtype).tiny)   # a normal number even for a zero Gram (one key)
     return _whitened_sq_norms(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device), x)
 
 def prior_attention(keys:Tensor,      # keys (..., N, d)

@@ -434,3 +434,12 @@ def test_torch_backend_is_the_default_on_cpu():
     k, v, mu, var = make_inputs(seed=16, dtype=torch.float32)
     assert torch.equal(jacap_scores(k, v, mu, var), jacap_scores(k, v, mu, var, backend="torch"))
     assert torch.equal(capkv_scores(k, v, mu), capkv_scores(k, v, mu, backend="torch"))
+
+
+def test_key_leverage_of_one_key():
+    "One key makes the centred Gram zero: the ridge stays a normal number and the leverage is 0, not a Cholesky error, also where subnormals flush to zero (as on GPUs)."
+    if not torch.set_flush_denormal(True): pytest.skip("this CPU cannot flush subnormals")
+    try:
+        for dt in (torch.float32, torch.float64):
+            assert key_leverage(torch.randn(1, 2, 1, 16, dtype=dt)).eq(0).all()
+    finally: torch.set_flush_denormal(False)
