@@ -595,3 +595,38 @@ def test_calibrate_layer_budget_on_a_tiny_model():
     assert lb.n_layers == 2 and k.shape[1] == len(lb.thresholds) and (k.diff(dim=1) <= 0).all() and k[:, 0].max() > 0
     ctx = compress_context(m, tok, "a quick brown fox " * 4, make_press("knorm", 0.5, budget=lb))
     assert sum(physical(ctx.cache)) == 2 * make_press("knorm", 0.5).prefill_keep(ctx.n_tokens)
+
+
+# --- the press contract kvpress's tests hold presses to: autograd on, one token, a batch --------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_press_runs_with_autograd_on(name):
+    "kvpress's test idiom `with press(model): model(ids)` outside torch.no_grad(), on weights that require grad."
+    m = tiny_model("llama", seed=3)
+    assert torch.is_grad_enabled() and all(p.requires_grad for p in m.parameters())
+    cache = DynamicCache()
+    with make_press(name, 0.5)(m): m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+    assert physical(cache) == [20, 20]
+    assert _no_hooks(m)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_press_on_a_one_token_prompt(name, models):
+    "One token: kept at ratio 0; refused, with what to change, where the budget would evict the sink."
+    m, cache = models["llama"], DynamicCache()
+    with torch.no_grad(), make_press(name, 0.0)(m): m(input_ids=rand_ids(1), **{cache_kwarg(m): cache})
+    assert physical(cache) == [1, 1]
+    with pytest.raises(ValueError, match="below the 4 protected tokens.*lower compression_ratio, n_sink or window"):
+        with torch.no_grad(), make_press(name, 0.9)(m): m(input_ids=rand_ids(1), **{cache_kwarg(m): DynamicCache()})
+    assert _no_hooks(m)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "random"])   # random draws one tensor for the batch
+def test_press_on_a_batch_of_three(name, models):
+    "Three rows compress like three prompts of their own (same length, no padding)."
+    m = models["llama"]
+    ids = rand_ids(48, b=3)
+    batched = compress_layers(make_press(name, 0.5), m, capture_prefill(m, ids))[1].kept_indices
+    for r in range(3):
+        alone = compress_layers(make_press(name, 0.5), m, capture_prefill(m, ids[r:r + 1]))[1].kept_indices
+        for layer in alone: assert torch.equal(batched[layer][r:r + 1], alone[layer]), (name, r, layer)
