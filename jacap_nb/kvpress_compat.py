@@ -6,11 +6,13 @@
 from __future__ import annotations
 import importlib.util, math, time
 from dataclasses import dataclass, field
+from pathlib import Path
 import torch
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['KVPRESS_INSTALL', 'kvpress_available', 'JacapPress', 'make_kvpress', 'kvpress_replay', 'kvpress_generate']
+__all__ = ['KVPRESS_INSTALL', 'kvpress_available', 'JacapPress', 'make_kvpress', 'kvpress_replay', 'kvpress_generate',
+           'ruler_dataset', 'kvpress_evaluate', 'kvpress_eval_cli']
 
 # %% ../nbs/09_kvpress_compat.ipynb #f5c96a9b
 KVPRESS_INSTALL = 'pip install "jacap_nb[kvpress]"  (= kvpress==0.5.5 with transformers>=5.2,<5.3, in its own environment)'
@@ -34,7 +36,7 @@ from .pipeline import PROMPT_FORMATS
 # %% ../nbs/09_kvpress_compat.ipynb #eafcda5d
 @dataclass
 class JacapPress(ScorerPress):
-    "A kvpress ScorerPress scoring with a jacap_nb scorer (Jacap by default); runs in kvpress's pipeline unchanged."
+    "A kvpress ScorerPress scoring with a jacap_nb scorer (Jacap by default); runs in kvpress's pipeline and wrappers unchanged."
     compression_ratio: float = 0.0                      # fraction of the context's KV pairs removed
     scorer: Scorer = field(default_factory=Jacap)       # any scorer of jacap_nb.presses
     n_sink: int = 4                                     # first tokens always kept
@@ -47,18 +49,33 @@ class JacapPress(ScorerPress):
             "a replay scorer (queries='replay') needs a re-reading pass that kvpress's ScorerPress hook does not run: use "
             "jacap_nb's own press (make_press('jacap', ratio, queries='replay')) or kvpress's KVzipPress")
 
-    def post_init_from_model(self, model):
-        self._rotary = getattr(model, "model", model).rotary_emb
-
     def view(self, module:nn.Module, hidden_states:Tensor, keys:Tensor, values:Tensor, kwargs:dict) -> LayerView:
-        "The `LayerView` of a kvpress prefill call."
-        ad = attention_adapter(module, self._rotary)
-        b, hkv, n, _ = keys.shape
+        "The `LayerView` of one kvpress `score` call: a prefill, a part of one (ChunkPress, BlockPress) or a decoding step."
+        rotary = getattr(module, "rotary_emb", None)
+        if rotary is None: raise RuntimeError(
+            "JacapPress.score needs module.rotary_emb, which kvpress's `with press(model)` puts on every attention module: "
+            "call it inside that block")
+        ad = attention_adapter(module, rotary)
+        (b, hkv, p, _), t, dev = keys.shape, hidden_states.shape[1], keys.device
         cos, sin = kwargs["position_embeddings"]
-        pos = torch.arange(n, device=keys.device)
-        view = LayerView(ad, keys, values, pos.expand(b, hkv, n), hidden_states,
-                         torch.ones(b, n, dtype=torch.bool, device=keys.device), pos.expand(b, n), cos, sin,
-                         torch.full((b,), n, device=keys.device), row_start=torch.zeros(b, dtype=torch.long, device=keys.device))
+        keys_pre = None
+        if t == p and cos.shape[-2] != p:         # a part of the prompt, whose positions kvpress does not pass: scored as a
+            pos = torch.arange(p, device=dev)     # prompt of its own, its keys rotated again from its hidden states at
+            cos, sin = ad.rope(keys, pos[None])   # 0..p-1 (RoPE's logits depend on relative positions alone)
+            keys = ad.rotate(ad.keys(hidden_states), cos, sin).to(keys.dtype)
+            slots = tokens = pos
+        elif t == p: slots = tokens = torch.arange(p, device=dev)   # a prefill: token j is slot j at position j
+        elif t < p:                               # decoding (DecodingPress): the last t slots are the buffered tokens, the
+            now = int(kwargs["cache_position"].reshape(-1)[-1])     # last of them at the current position
+            slots = torch.arange(now - p + 1, now + 1, device=dev)  # the older slots keep their order (their positions
+            tokens = slots[p - t:]                                   # are not in kvpress's cache)
+            cos, sin = ad.rope(keys, tokens[None])
+            keys_pre = keys                       # no positions to undo RoPE with: the prior reads the rotated keys
+        else: raise ValueError(f"JacapPress got {t} hidden states for {p} keys: a kvpress wrapper this press does not support")
+        view = LayerView(ad, keys, values, slots.expand(b, hkv, p), hidden_states,
+                         torch.ones(b, t, dtype=torch.bool, device=dev), tokens.expand(b, t), cos, sin,
+                         torch.full((b,), int(tokens[-1]) + 1, device=dev), row_start=torch.zeros(b, dtype=torch.long, device=dev))
+        if keys_pre is not None: view.__dict__["keys_pre"] = keys_pre
         cfg = self.scorer.stats
         if cfg is not None:
             qs = view.queries_pre if cfg.frame == "pre" else view.queries
@@ -67,6 +84,7 @@ class JacapPress(ScorerPress):
             view.rope_horizon = cfg.rope_horizon
         return view
 
+    @torch.no_grad()                              # a kept set is a choice: no gradient flows through it
     def score(self, module, hidden_states, keys, values, attentions, kwargs) -> Tensor:
         view = self.view(module, hidden_states, keys, values, kwargs)
         s = self.scorer(view).float()
@@ -123,3 +141,60 @@ def kvpress_generate(pipe,                  # pipeline("kv-press-text-generation
         out.append(pipe(context + separator, question=q, answer_prefix=answer_prefix, press=press,
                         max_new_tokens=max_new_tokens)["answer"])
     return out
+
+# %% ../nbs/09_kvpress_compat.ipynb #5e1a0c02
+_RULER_MAX_NEW_TOKENS = {"passkey": 16, "multikey": 16, "multiquestion": 16}   # answer lengths, in tokens, by our task
+
+def ruler_dataset(examples:list,          # `jacap_nb.tasks` examples (a question-answering task)
+                  folder,                 # where to write: `folder/<data_dir>/test.jsonl`
+                  data_dir:str="4096",    # the sub-folder kvpress's `data_dir` option names (RULER's: a context length)
+                 ) -> Path:               # the dataset's folder (what `--dataset-dir` takes)
+    "Our tasks' examples as a local dataset in kvpress's RULER columns, read by `datasets.load_dataset(folder, data_dir=...)`."
+    import json
+    bad = sorted({e.task for e in examples if not e.question})
+    if not examples or bad: raise ValueError(f"ruler_dataset needs question-answering examples; got {len(examples)} "
+                                             f"examples{', tasks without questions: ' + ', '.join(bad) if bad else ''}")
+    out = Path(folder) / data_dir
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [dict(context=e.context, question=e.question, answer_prefix=e.answer_prefix, answer=[e.answer],
+                 task=e.task, max_new_tokens=_RULER_MAX_NEW_TOKENS.get(e.task, 32)) for e in examples]
+    (out / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return Path(folder)
+
+def kvpress_evaluate(evaluation_dir,   # kvpress's `evaluation/` folder (from its sdist)
+                     argv:list,        # evaluate.py's own arguments, e.g. ["--press_name", "jacap", "--model", ...]
+                     dataset_dir=None, # a `ruler_dataset` folder, registered as the dataset "jacap_tasks"
+                    ):
+    "kvpress's `evaluation/evaluate.py` CLI with `jacap`, `adakv_jacap` (and `dataset_dir` as `jacap_tasks`) registered."
+    import sys
+    from importlib.metadata import version
+    from kvpress import AdaKVPress
+    ev = Path(evaluation_dir)
+    if not (ev / "evaluate.py").exists(): raise FileNotFoundError(
+        f"{ev} has no evaluate.py: pass kvpress's evaluation/ folder, from `pip download --no-deps --no-binary :all: "
+        f"kvpress=={version('kvpress')}`")
+    if dataset_dir is not None and not any(Path(dataset_dir).glob("*/test.jsonl")): raise FileNotFoundError(
+        f"{dataset_dir} holds no <data_dir>/test.jsonl: write it with jacap_nb.kvpress_compat.ruler_dataset")
+    sys.path.insert(0, str(ev))
+    try:
+        import evaluate_registry as reg, evaluate
+        from benchmarks.ruler.calculate_metrics import calculate_metrics
+        reg.PRESS_REGISTRY.update(jacap=JacapPress(), adakv_jacap=AdaKVPress(JacapPress()))
+        if dataset_dir is not None:
+            reg.DATASET_REGISTRY["jacap_tasks"] = str(Path(dataset_dir).resolve())
+            reg.SCORER_REGISTRY["jacap_tasks"] = calculate_metrics
+        from fire import Fire
+        Fire(evaluate.CliEntryPoint, command=list(argv))
+    finally: sys.path.remove(str(ev))
+
+def kvpress_eval_cli(argv:list=None) -> int:
+    "`jacap-nb kvpress-eval --evaluation-dir DIR [--dataset-dir DIR] EVALUATE_ARGS...`."
+    import argparse
+    p = argparse.ArgumentParser(prog="jacap-nb kvpress-eval", description=kvpress_evaluate.__doc__, allow_abbrev=False,
+                                epilog="every other argument goes to kvpress's evaluate.py, e.g. --press_name jacap "
+                                       "--dataset jacap_tasks --data_dir 4096 --model PATH --compression_ratio 0.75")
+    p.add_argument("--evaluation-dir", required=True, help="kvpress's evaluation/ folder (from its sdist)")
+    p.add_argument("--dataset-dir", default=None, help="a ruler_dataset folder, registered as the dataset 'jacap_tasks'")
+    args, rest = p.parse_known_args(argv)
+    kvpress_evaluate(args.evaluation_dir, rest, args.dataset_dir)
+    return 0

@@ -89,6 +89,105 @@ def test_jacap_press_checks_its_scorer():
         JacapPress(0.5, scorer="jacap")
 
 
+# --- JacapPress in kvpress's wrappers (the five failures kvpress's own suite found: F1-F5) -------------------------------
+
+from kvpress import (BlockPress, CAMPress, ChunkPress, CriticalAdaKVPress, DecodingPress, DMSPress, KnormPress,
+                     PerLayerCompressionPress)
+
+
+@pytest.fixture(scope="module")
+def grad_model():
+    "kvpress's test idiom: a model whose weights require grad, called outside torch.no_grad()."
+    m = tiny_model("llama", vocab_size=512, seed=1)
+    assert all(p.requires_grad for p in m.parameters())
+    return m
+
+
+def prefill_lengths(press, model, ids):
+    cache = DynamicCache()
+    with press(model): model(ids, past_key_values=cache)     # no torch.no_grad(): autograd is on
+    return [layer.keys.shape[2] for layer in cache.layers]
+
+
+def test_f1_jacap_press_runs_with_autograd_on(grad_model):
+    ids = torch.randint(0, 512, (1, 128))
+    assert torch.is_grad_enabled()
+    assert prefill_lengths(JacapPress(0.5), grad_model, ids) == [64, 64]
+
+
+@pytest.mark.parametrize("wrap", [lambda p: PerLayerCompressionPress(compression_ratios=[0.25, 0.75], press=p),
+                                  lambda p: CriticalAdaKVPress(press=p)], ids=["PerLayerCompression", "CriticalAdaKV"])
+def test_f2_wrappers_that_do_not_forward_post_init(wrap, grad_model):
+    "PerLayerCompressionPress and CriticalAdaKVPress never call the inner press's post_init_from_model."
+    press = wrap(JacapPress(0.5))
+    n = prefill_lengths(press, grad_model, torch.randint(0, 512, (1, 128)))
+    if isinstance(press, PerLayerCompressionPress): assert n == [96, 32]
+
+
+def test_f2_score_outside_a_press_block_says_what_to_do(grad_model):
+    attn = grad_model.model.layers[0].self_attn
+    if hasattr(attn, "rotary_emb"): del attn.rotary_emb     # as on a model that no kvpress press has entered
+    with pytest.raises(RuntimeError, match="inside that block"):
+        JacapPress(0.5).score(attn, torch.zeros(1, 4, 64), torch.zeros(1, 2, 4, 16), torch.zeros(1, 2, 4, 16), None,
+                              {"position_embeddings": (torch.ones(1, 4, 16), torch.zeros(1, 4, 16))})
+
+
+def test_f3_chunk_and_block_press(grad_model):
+    ids = torch.randint(0, 512, (1, 256))
+    assert prefill_lengths(ChunkPress(press=JacapPress(0.5), chunk_length=24), grad_model, ids) == [128, 128]
+    assert prefill_lengths(BlockPress(press=JacapPress(0.5), block_size=48), grad_model, ids) == [128, 128]
+
+
+def test_f3_a_chunk_scores_as_a_prompt_of_its_own(grad_model):
+    "A chunk given with the whole prompt's RoPE scores as the same chunk given with its own positions' RoPE (RoPE's logits see relative positions only)."
+    ids = torch.randint(0, 512, (1, 96))
+    with torch.no_grad():
+        pre = capture_prefill(grad_model, ids)
+    attn, lay, press = grad_model.model.layers[1].self_attn, pre.layers[1], JacapPress(0.5)
+    cos, sin = lay["position_embeddings"]
+    i, n = 40, 32
+    h, k, v = lay["hidden_states"][:, i:i + n], lay["keys"][:, :, i:i + n], lay["values"][:, :, i:i + n]
+    with press(grad_model):
+        part = press.score(attn, h, k, v, None, {"position_embeddings": (cos, sin)})                  # ChunkPress's call
+        own = press.score(attn, h, k, v, None, {"position_embeddings": (cos[:, i:i + n], sin[:, i:i + n])})
+    torch.testing.assert_close(part, own, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("wrapper", [DecodingPress, CAMPress])
+def test_f4_decoding_time_compression(wrapper, tiny):
+    "kvpress's aime25 / math500 configuration: DecodingPress(JacapPress()) compresses the cache while generating."
+    _, pipe = tiny
+    press = wrapper(base_press=JacapPress(), compression_interval=3, target_size=48)
+    cache = DynamicCache()
+    out = pipe("The quick brown fox jumps over the lazy dog. " * 8, question="What animal jumps?", press=press,
+               cache=cache, max_new_tokens=15)
+    assert len(out["answer"]) > 0
+    assert all(48 <= layer.keys.shape[2] <= 50 for layer in cache.layers)
+
+
+def test_f4_decoding_view_places_the_buffered_tokens_last(grad_model):
+    "At a decoding call the buffered tokens are the cache's last slots, the last of them at cache_position."
+    lay_keys = torch.randn(1, 2, 40, 16)
+    h = torch.randn(1, 5, 64)
+    attn = grad_model.model.layers[0].self_attn
+    attn.rotary_emb = grad_model.model.rotary_emb
+    view = JacapPress().view(attn, h, lay_keys, torch.randn(1, 2, 40, 16),
+                             {"position_embeddings": grad_model.model.rotary_emb(h, torch.tensor([[99]])),
+                              "cache_position": torch.tensor([99])})
+    assert view.token_positions.tolist() == [[95, 96, 97, 98, 99]]
+    assert view.positions[0, 0, -5:].tolist() == [95, 96, 97, 98, 99] and view.positions[0, 0, 0] == 60
+    cos, _ = grad_model.model.rotary_emb(h, torch.arange(95, 100)[None])
+    torch.testing.assert_close(view.cos, cos)
+    assert view.keys_pre is lay_keys
+
+
+def test_f5_one_token_prompt_and_dms_decoding(grad_model, tiny):
+    assert prefill_lengths(JacapPress(0.5), grad_model, torch.randint(0, 512, (1, 1))) == [1, 1]
+    _, pipe = tiny
+    press = DMSPress(press=JacapPress(), threshold=-0.5, sliding_window_size=4, decoding=True)
+    assert len(pipe("A short context.", question="What?", press=press, max_new_tokens=6)["answer"]) > 0
+
+
 # --- kvpress presses replayed on a captured prefill == their own hook in kvpress's pipeline prefill ------------------------
 
 SCORER_PRESSES = {n: (lambda r, n=n: make_kvpress(n, r)) for n in
@@ -153,3 +252,36 @@ def test_side_by_side_with_kvpress_presses(tmp_path):
         if r["method"] in ("jacap", "kvpress:TOVA"): assert r["kept_tokens"] == int(r["context_tokens"] * 0.25)
         if r["method"] == "kvpress:KVzip": assert r["pipeline_seconds"] > 0
     assert sum(r["correct"] for r in rows if r["method"] == "full") == 4
+
+
+# --- kvpress's evaluation CLI with jacap and adakv_jacap, on a RULER-format dataset of our tasks ------------------------
+
+@pytest.mark.parametrize("press_name", ["jacap", "adakv_jacap"])
+def test_kvpress_evaluation_cli(press_name, tok, tmp_path):
+    "`jacap-nb kvpress-eval`: kvpress's own evaluate.py runs JacapPress (alone and in AdaKVPress) on SmolLM2 and scores it with its metric."
+    import json, subprocess, sys
+    import pandas as pd
+    from pathlib import Path
+    from kvpress_suite import WORK, fetch_tests
+    from jacap_nb.kvpress_compat import ruler_dataset
+    load_smollm2()                                       # the dequantised copy kvpress's CLI loads by its folder
+    exs = passkey_examples(lengths=[192], depths=[0.25, 0.75], n=1, filler="pydoc", count_tokens=token_counter(tok))
+    ds = ruler_dataset(exs, tmp_path / "ruler")
+    ev = fetch_tests(WORK) / "evaluation"
+    cmd = [str(Path(sys.executable).parent / "jacap-nb"), "kvpress-eval", "--evaluation-dir", str(ev), "--dataset-dir", str(ds),
+           "--config_file", str(ev / "evaluate_config.yaml"), "--model", str(smollm2_cache_dir()), "--dataset", "jacap_tasks",
+           "--data_dir", "4096", "--press_name", press_name, "--compression_ratio", "0.5", "--max_new_tokens", "4",
+           "--device", "cpu", "--output_dir", str(tmp_path / "out")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (run,) = (tmp_path / "out").iterdir()
+    assert f"__{press_name}__0.50" in run.name
+    pred = pd.read_csv(run / "predictions.csv")
+    assert len(pred) == 2 and (pred["compression_ratio"] == 0.5).all()
+    assert 0 <= json.loads((run / "metrics.json").read_text())["passkey"]["string_match"] <= 100
+
+
+def test_kvpress_evaluation_cli_refuses_a_wrong_folder(tmp_path):
+    from jacap_nb.kvpress_compat import kvpress_evaluate, ruler_dataset
+    with pytest.raises(FileNotFoundError, match="has no evaluate.py"): kvpress_evaluate(tmp_path, [])
+    with pytest.raises(ValueError, match="needs question-answering examples"): ruler_dataset([], tmp_path)
