@@ -479,6 +479,8 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--source", help="britannica or pydoc (fidelity / streaming)")
     p.add_argument("--n-keys", type=int, help="facts per context (multikey)")
     p.add_argument("--n-facts", type=int, help="questions per context (multiquestion)")
+    p.add_argument("--values", nargs="+", help="needle values: number, word, uuid (needle)")
+    p.add_argument("--answer-prefix", action="store_true", default=None, help="start the reply with a prefix (needle; default: none)")
     p.add_argument("--prefix-tokens", type=int); p.add_argument("--continuation-tokens", type=int)
     p.add_argument("--max-new-tokens", type=int, default=12, help="answer length limit")
     p.add_argument("--interval", type=int, default=32, help="streaming: tokens between eviction events")
@@ -487,7 +489,8 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     return p
 
-_TASK_OPTS = ("lengths", "depths", "n", "seed", "filler", "source", "n_keys", "n_facts", "prefix_tokens", "continuation_tokens")
+_TASK_OPTS = ("lengths", "depths", "n", "seed", "filler", "source", "n_keys", "n_facts", "prefix_tokens", "continuation_tokens",
+              "values", "answer_prefix")
 
 def bench_args(argv:list) -> dict:
     "Parse `jacap-nb bench` arguments into `run_bench` keyword arguments."

@@ -4,14 +4,15 @@
 
 # %% auto #0
 __all__ = ['PASSKEY_NEEDLE', 'PASSKEY_QUESTION', 'PASSKEY_ANSWER_PREFIX', 'MULTIKEY_FACT', 'MULTIKEY_QUESTION',
-           'MULTIKEY_ANSWER_PREFIX', 'MULTIQ_FACTS', 'MULTIQ_QUESTION', 'MULTIQ_ANSWER_PREFIX', 'TASKS', 'Example',
-           'example_seed', 'britannica_path', 'source_text', 'source_sentences', 'approx_tokens', 'token_counter',
-           'filler_sentences', 'haystack', 'passkey_examples', 'first_number', 'passkey_correct', 'multikey_examples',
-           'multiquestion_examples', 'document_examples', 'token_fidelity', 'streaming_examples', 'wilson_interval',
-           'number_complete', 'Task', 'get_task']
+           'MULTIKEY_ANSWER_PREFIX', 'MULTIQ_FACTS', 'MULTIQ_QUESTION', 'MULTIQ_ANSWER_PREFIX', 'NEEDLE_TEMPLATES',
+           'NEEDLE_THINGS', 'NEEDLE_VALUES', 'TASKS', 'Example', 'example_seed', 'britannica_path', 'source_text',
+           'source_sentences', 'approx_tokens', 'token_counter', 'filler_sentences', 'haystack', 'passkey_examples',
+           'first_number', 'passkey_correct', 'multikey_examples', 'multiquestion_examples', 'needle_value',
+           'needle_examples', 'contains_answer', 'document_examples', 'token_fidelity', 'streaming_examples',
+           'wilson_interval', 'number_complete', 'Task', 'get_task']
 
 # %% ../nbs/11_tasks.ipynb #85450b56
-import hashlib, importlib.util, math, random, re
+import hashlib, importlib.util, math, random, re, uuid
 from dataclasses import dataclass, field, asdict
 from functools import lru_cache
 from pathlib import Path
@@ -265,6 +266,63 @@ def multiquestion_examples(lengths=(1024, 2048),   # context lengths in tokens
                                        MULTIQ_ANSWER_PREFIX.format(name=name)))
     return out
 
+# %% ../nbs/11_tasks.ipynb #a1b2c302
+NEEDLE_TEMPLATES = (   # (needle, question in other words, answer prefix); {thing} names it, {value} is the answer
+    ("The secret code of the {thing} is {value}.", "Which code opens the {thing}?", "The {thing}'s code is"),
+    ("Somebody wrote down {value} as the number for the {thing}.", "What was noted as the {thing}'s number?",
+     "The {thing}'s number is"),
+    ("For the {thing}, the password to use is {value}.", "To get into the {thing}, what password do you type?",
+     "The {thing}'s password is"),
+    ("Last year the {thing} was given the identifier {value}.", "Which identifier belongs to the {thing}?",
+     "The {thing}'s identifier is"),
+)
+NEEDLE_THINGS = ("blue warehouse", "north gate", "old library", "garden shed", "river boat", "night train", "copper mine",
+                 "chess club", "east tower", "village bakery")
+NEEDLE_VALUES = ("number", "word", "uuid")
+
+def needle_value(kind:str, rng:random.Random) -> str:
+    "A needle's value: a 7-digit number, a made-up word or a UUID, drawn from `rng`."
+    if kind == "number": return str(rng.randrange(10 ** 6, 10 ** 7))
+    if kind == "word": return _word(rng)
+    if kind == "uuid": return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    raise ValueError(f"values must be among {', '.join(map(repr, NEEDLE_VALUES))}; got {kind!r}")
+
+def needle_examples(lengths=(1024,),          # context lengths in tokens
+                    depths=(0.1, 0.3, 0.5, 0.7, 0.9), # needle depths (fractions)
+                    n:int=1,                  # needles per (filler, value kind, length, depth) cell
+                    filler="britannica",      # "britannica", "pydoc" or "repetitive", or a list of them
+                    values=("number",),       # value kinds, among `NEEDLE_VALUES`
+                    answer_prefix:bool=False, # start the reply with the template's prefix ("The north gate's code is")
+                    seed:int=0,
+                    count_tokens=approx_tokens,
+                   ) -> list:                 # list of `Example` (task "needle")
+    "RULER's single needle: stated once, from one of `NEEDLE_TEMPLATES`, asked in other words, by default with no answer prefix."
+    _check_grid(lengths, depths, n)
+    kinds = [values] if isinstance(values, str) else list(values)
+    if not kinds: raise ValueError(f"values must name at least one of {', '.join(map(repr, NEEDLE_VALUES))}")
+    for k in kinds: needle_value(k, random.Random(0))                        # a bad kind fails before any text is built
+    if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
+    out = []
+    for f in _fillers(filler):
+        for kind in kinds:
+            for length in lengths:
+                for depth in depths:
+                    for i in range(n):
+                        rng = random.Random(example_seed("needle", seed, f, kind, length, depth, i))
+                        j, thing, value = rng.randrange(len(NEEDLE_TEMPLATES)), rng.choice(NEEDLE_THINGS), needle_value(kind, rng)
+                        tpl, question, prefix = (s.format(thing=thing, value=value) for s in NEEDLE_TEMPLATES[j])
+                        ctx, measured = haystack(length, depth, tpl, f, rng, count_tokens)
+                        out.append(Example("needle", f"needle-{f}-{kind}-L{length}-d{depth:g}-i{i}-s{seed}", ctx, question,
+                                           value, dict(length=length, depth=depth, measured_depth=round(measured, 4),
+                                                       filler=f, values=kind, template=j, thing=thing, i=i, seed=seed,
+                                                       n_tokens=count_tokens(ctx)),
+                                           prefix + " " if answer_prefix else ""))
+    return out
+
+def contains_answer(prediction:str, answer:str) -> bool:
+    "RULER's string_match: the answer appears in the prediction (case-insensitive)."
+    return answer.strip().lower() in prediction.lower()
+
 # %% ../nbs/11_tasks.ipynb #aac205b0
 def document_examples(n:int=8,               # documents (stretches of the source)
                       prefix_tokens:int=512, # tokens compressed
@@ -347,6 +405,7 @@ TASKS = {
     "passkey":   Task("passkey", passkey_examples, passkey_correct, "qa", number_complete),
     "multikey":  Task("multikey", multikey_examples, passkey_correct, "qa", number_complete),
     "multiquestion": Task("multiquestion", multiquestion_examples, passkey_correct, "qa", number_complete),
+    "needle":    Task("needle", needle_examples, contains_answer, "qa"),
     "fidelity":  Task("fidelity", document_examples, None, "fidelity"),
     "streaming": Task("streaming", streaming_examples, None, "streaming"),
 }
