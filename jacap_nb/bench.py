@@ -21,7 +21,7 @@ from .tasks import Example, get_task, TASKS, token_counter, token_fidelity, fill
 from .cache import capture_prefill, compress_layers, cache_bytes, Prefill, LayerBudget
 from .presses import SCORERS, make_press, press_config, PressWrapper
 from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode, calibrate_layer_budget
-from .models import cache_kwarg
+from .models import cache_kwarg, sliding_window_layers
 from .report import write_summary, load_rows, markdown_table
 
 # %% ../nbs/12_bench.ipynb #debcfa02
@@ -399,7 +399,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
               methods:list,          # method strings (see `parse_method`)
               ratios:list,           # compression ratios in [0, 1)
               out_dir,               # folder for rows.jsonl, config.json, summary.json / .csv
-              model=None, tokenizer=None, # default: SmolLM2 (`jacap_nb.models.load_smollm2`)
+              model=None, tokenizer=None, # a model and its tokenizer, or a `load_model` name ("qwen2.5-coder-0.5b"); default: SmolLM2
               formats:list=("blank",), # prompt formats of the qa tasks: "blank" and/or "kvpress"
               max_new_tokens:int=12, # answer length limit (qa tasks)
               save_kept:bool=False,  # save kept positions under out_dir/kept/ (for the analysis notebook)
@@ -429,9 +429,12 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     if bad: raise ValueError(f"unknown option(s) {', '.join(sorted(bad))} for task {task!r}; "
                              f"valid: {', '.join(p for p in inspect.signature(t.make).parameters if p != 'count_tokens')}")
     t.make(**task_options)                                   # bad values (lengths, depths, n, filler) fail before the model
-    if model is None:
-        from jacap_nb.models import load_smollm2
-        model, tokenizer = load_smollm2()
+    if model is None or isinstance(model, str):
+        from jacap_nb.models import load_model
+        model, tokenizer = load_model(model or "smollm2")
+    sw = sliding_window_layers(model)
+    if sw and any(s.backend != "full" for s in specs): raise ValueError(
+        f"this model's layers {sw} use sliding-window attention, which the presses do not compress yet; run only 'full'")
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     if any(s.options.get("budget") == CALIBRATED for s in specs):      # measured once per run, saved beside the rows
         lb = calibrate_layer_budget(model, tokenizer, calibration_texts(token_counter(tokenizer)), progress=progress)
@@ -487,6 +490,7 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="run only the first LIMIT examples")
     p.add_argument("--save-kept", action="store_true", help="save kept positions under OUT/kept/")
     p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
+    p.add_argument("--model", default="smollm2", help="smollm2, qwen2.5-coder-0.5b, gemma3-270m (jacap_nb.models.load_model) or a local folder")
     return p
 
 _TASK_OPTS = ("lengths", "depths", "n", "seed", "filler", "source", "n_keys", "n_facts", "prefix_tokens", "continuation_tokens",
@@ -496,7 +500,7 @@ def bench_args(argv:list) -> dict:
     "Parse `jacap-nb bench` arguments into `run_bench` keyword arguments."
     a = bench_parser().parse_args(argv)
     kw = dict(task=a.task, methods=a.methods, ratios=a.ratios, formats=a.formats, out_dir=a.out,
-              max_new_tokens=a.max_new_tokens, limit=a.limit, save_kept=a.save_kept, interval=a.interval)
+              max_new_tokens=a.max_new_tokens, limit=a.limit, save_kept=a.save_kept, interval=a.interval, model=a.model)
     kw.update({k: getattr(a, k) for k in _TASK_OPTS if getattr(a, k) is not None})
     if a.threads: torch.set_num_threads(a.threads)
     return kw

