@@ -30,11 +30,16 @@ def smollm2_gguf_dir() -> Path:
         if (Path(loc)/SMOLLM2_GGUF).exists(): return Path(loc)
     raise FileNotFoundError(f"SmolLM2 GGUF file {SMOLLM2_GGUF} not found; install it with `{INSTALL_HINT}`")
 
+def _cache_root() -> Path: return Path(os.environ.get("JACAP_NB_CACHE", Path.home()/".cache"/"jacap_nb"))
+
+def _copy_dir(name:str, dtype) -> Path:
+    "A model's dequantised copy: <cache root>/<name>-<dtype>-transformers<version> (a version's copy is its own)."
+    import transformers
+    return _cache_root()/f"{name}-{str(dtype).replace('torch.', '')}-transformers{transformers.__version__}"
+
 def smollm2_cache_dir(dtype=torch.float32) -> Path:
     "Where the dequantised copy lives: $JACAP_NB_CACHE or ~/.cache/jacap_nb, then smollm2-<dtype>-transformers<version>."
-    import transformers
-    root = Path(os.environ.get("JACAP_NB_CACHE", Path.home()/".cache"/"jacap_nb"))
-    return root/f"smollm2-{str(dtype).replace('torch.', '')}-transformers{transformers.__version__}"
+    return _copy_dir("smollm2", dtype)
 
 PROBE_TEXT, PROBE_IDS = "Hello world, the pass key is 12345.", [19556, 905, 28, 260, 1301, 1646, 314, 216, 33, 34, 35, 36, 37, 30]
 
@@ -118,12 +123,6 @@ CHUNKED_MODELS = {
         253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gemma3"),
 }
 
-def _transformers_version() -> str:
-    import transformers
-    return transformers.__version__
-
-def _cache_root() -> Path: return Path(os.environ.get("JACAP_NB_CACHE", Path.home()/".cache"/"jacap_nb"))
-
 def chunked_gguf_path(name:str) -> Path:
     "The joined GGUF of `CHUNKED_MODELS[name]` in the cache folder (joined and checked on first use)."
     m = CHUNKED_MODELS[name]
@@ -156,7 +155,7 @@ def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
     "A `CHUNKED_MODELS` model, offline: from its dequantised copy when present, else from the joined GGUF (and save the copy)."
     from transformers import AutoModelForCausalLM, AutoTokenizer
     if name not in CHUNKED_MODELS: raise ValueError(f"unknown model {name!r}; chunked models: {', '.join(CHUNKED_MODELS)}")
-    t0, copy = time.perf_counter(), _cache_root()/f"{name}-{str(dtype).replace('torch.', '')}-transformers{_transformers_version()}"
+    t0, copy = time.perf_counter(), _copy_dir(name, dtype)
     if (copy/"model.safetensors").exists():
         model, tok, src = AutoModelForCausalLM.from_pretrained(copy, dtype=dtype), AutoTokenizer.from_pretrained(copy), f"copy {copy}"
     else:
