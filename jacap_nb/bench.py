@@ -401,7 +401,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
               out_dir,               # folder for rows.jsonl, config.json, summary.json / .csv
               model=None, tokenizer=None, # a model and its tokenizer, or a `load_model` name ("qwen2.5-coder-0.5b"); default: SmolLM2
               formats:list=("blank",), # prompt formats of the qa tasks: "blank" and/or "kvpress"
-              max_new_tokens:int=12, # answer length limit (qa tasks)
+              max_new_tokens:int|None=None, # answer length limit (qa tasks; None: the task's own, `Task.max_new_tokens`)
               save_kept:bool=False,  # save kept positions under out_dir/kept/ (for the analysis notebook)
               limit:int|None=None,   # run only the first `limit` examples
               interval:int=32,       # streaming task: tokens between eviction events
@@ -411,6 +411,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
              ) -> list:              # summary rows (see `jacap_nb.report.summarize`)
     "Run `task` for every method x ratio x format, appending rows to out_dir/rows.jsonl (resumes), then write the summary."
     t = get_task(task)
+    if max_new_tokens is None: max_new_tokens = t.max_new_tokens
     specs = [parse_method(m) for m in methods]
     if isinstance(formats, str): formats = [formats]
     _check_ratios(ratios); _check_formats(formats)
@@ -485,7 +486,7 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--values", nargs="+", help="needle values: number, word, uuid (needle)")
     p.add_argument("--answer-prefix", action="store_true", default=None, help="start the reply with a prefix (needle; default: none)")
     p.add_argument("--prefix-tokens", type=int); p.add_argument("--continuation-tokens", type=int)
-    p.add_argument("--max-new-tokens", type=int, default=12, help="answer length limit")
+    p.add_argument("--max-new-tokens", type=int, help="answer length limit (default: the task's, 12; needle 40)")
     p.add_argument("--interval", type=int, default=32, help="streaming: tokens between eviction events")
     p.add_argument("--limit", type=int, help="run only the first LIMIT examples")
     p.add_argument("--save-kept", action="store_true", help="save kept positions under OUT/kept/")

@@ -400,12 +400,13 @@ class Task:
     score:callable=None
     kind:str="qa"   # "qa" (generate an answer), "fidelity" (teacher-forced KL) or "streaming"
     done:callable=None # optional `done(partial_answer) -> bool`: decoding may stop early (saves time, same score)
+    max_new_tokens:int=12 # the answer length limit the harness uses unless told otherwise
 
 TASKS = {
     "passkey":   Task("passkey", passkey_examples, passkey_correct, "qa", number_complete),
     "multikey":  Task("multikey", multikey_examples, passkey_correct, "qa", number_complete),
     "multiquestion": Task("multiquestion", multiquestion_examples, passkey_correct, "qa", number_complete),
-    "needle":    Task("needle", needle_examples, contains_answer, "qa"),
+    "needle":    Task("needle", needle_examples, contains_answer, "qa", max_new_tokens=40),   # no prefix: room for a preamble and a UUID
     "fidelity":  Task("fidelity", document_examples, None, "fidelity"),
     "streaming": Task("streaming", streaming_examples, None, "streaming"),
 }
