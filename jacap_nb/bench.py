@@ -20,6 +20,8 @@ __all__ = ['CALIBRATED', 'PROTOCOL', 'RUNNERS', 'calibration_texts', 'MethodSpec
 from .tasks import Example, get_task, TASKS, token_counter, token_fidelity, filler_sentences
 from .cache import capture_prefill, compress_layers, cache_bytes, Prefill, LayerBudget
 from .presses import SCORERS, make_press, press_config, PressWrapper
+from .budgets import measured_layer_budget
+
 from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode, calibrate_layer_budget
 from .models import cache_kwarg, sliding_window_layers
 from .report import write_summary, load_rows, markdown_table
@@ -174,7 +176,8 @@ def compress_prefill(spec:MethodSpec, ratio:float, model, prefill:Prefill,
     """(cache, info) for `spec` at `ratio` on `prefill`; info: kept_tokens, cache_bytes, compress_seconds, kept, press.
     With `memo`, a method's scores are computed once per prefill and reused for every ratio; compress_seconds still
     counts the scoring (as if it had run), so costs stay comparable."""
-    t0 = time.perf_counter()
+    ours = make_press(spec.name, ratio, **spec.press_options).resolve(model) if spec.backend == "jacap_nb" else None
+    t0 = time.perf_counter()                                 # budget='auto' was measured before: run_bench does it once
     kept, desc, reused = None, None, 0.0
     if spec.backend == "full": cache = prefill.full_cache()
     elif spec.backend == "kvpress":
@@ -183,7 +186,7 @@ def compress_prefill(spec:MethodSpec, ratio:float, model, prefill:Prefill,
         cache, kept = kc.kvpress_replay(press, model, prefill)
         desc = repr(press)
     else:
-        press = make_press(spec.name, ratio, **spec.press_options)
+        press = ours
         if memo is not None and press.decoding is None and press.deadline is None:   # scores once per layer, always the same
             wrapped = _ScoreMemo(press, memo, n_layers=len(prefill.layers))
             replaying = wrapped.replay                       # a replay press runs its re-reading pass only the first time
@@ -445,6 +448,8 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
         lb.save(saved)
         for s in specs:
             if s.options.get("budget") == CALIBRATED: s.layer_budget = lb
+    if any(s.backend == "jacap_nb" and make_press(s.name, 0.5, **s.press_options).budget == "auto" for s in specs):
+        measured_layer_budget(model, tokenizer, progress=progress).save(out_dir / "layer_budget_auto.json")   # once per model
     if any(needs_pipeline(s) for s in specs):
         from transformers import pipeline
         pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tokenizer)

@@ -311,6 +311,9 @@ class PressRun:
         self._records, self._ages, self.kept_indices, self.stats, self.fallbacks = [], {}, {}, {}, 0
         self.attention_mask, self.step, self._prefill_keep, self._layer_counts, self._warned = None, 0, None, None, False
         lb = getattr(press, "budget", None)
+        if lb == "auto": raise ValueError(
+            "budget='auto' is resolved when the press meets a model: use `with press(model)`, or press.resolve(model, "
+            "tokenizer) before compress_layers (jacap_nb.budgets.measured_layer_budget)")
         if isinstance(lb, LayerBudget) and lb.n_layers != len(self.adapters): raise ValueError(
             f"the press's LayerBudget was measured on a model with {lb.n_layers} layers; this one has {len(self.adapters)} "
             "attention layers: calibrate it on this model (jacap_nb.pipeline.calibrate_layer_budget)")
@@ -352,8 +355,9 @@ def _global_budget(press) -> bool:
     return getattr(press, "budget", "uniform") in ("heads", "layers")
 
 def _uneven_budget(budget) -> bool:
-    "Whether a `budget` value makes layers (or heads) keep different numbers of tokens: 'heads', 'layers' or a `LayerBudget`."
-    return isinstance(budget, LayerBudget) or budget in ("heads", "layers")
+    "Whether a `budget` value makes layers (or heads) keep different numbers of tokens: 'heads', 'layers', 'auto' or a `LayerBudget`."
+    return isinstance(budget, LayerBudget) or budget in ("heads", "layers", "auto")
+
 
 def _uneven_layers(press) -> bool:
     "Whether this press will leave layers of different lengths (each then needs its own mask)."
@@ -982,6 +986,8 @@ def compress_layers(press,              # the press to apply
                     prefill:Prefill,    # a captured full prefill
                    ) -> tuple:          # (DynamicCache of the kept tokens, the `PressRun`)
     "Prefill compression of a captured prefill, equal to a prefill with `press` hooked in."
+    press = press.resolve(model)                                       # budget='auto': the model's measured budget
+
     sw = sliding_window_layers(model)
     if sw: raise ValueError(f"sliding-window attention layers {sw} are not supported (their cache is already a window)")
     if getattr(press, "replay", False): return _compress_replay(press, model, prefill)

@@ -20,6 +20,7 @@ __all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt',
 from .cache import PressRun, LayerBudget, cache_bytes, _check_int
 from .models import cache_kwarg, model_adapters
 from .presses import EvictionPress, PressWrapper, Jacap, Scorer
+from .budgets import layer_budget_from_ids
 
 # %% ../nbs/08_pipeline.ipynb #205e7ed9
 PROMPT_FORMATS = {"blank": "\n\n", "kvpress": ""}   # separator between context and question, by format name
@@ -127,6 +128,7 @@ def compress_context(model:nn.Module, tokenizer,
     _check_text("context", context); _check_text("separator", separator, allow_empty=True); _check_press(press)
     ids, _ = encode_prompt(tokenizer, context, ["?"], "", separator)
     if press is not None: press.prefill_keep(ids.shape[1])            # a too-short prompt fails here, before the model
+    if press is not None: press = press.resolve(model, tokenizer)     # budget='auto': measured with this tokenizer
     from transformers import DynamicCache
     cache, t0 = DynamicCache(), time.perf_counter()
     with (press(model) if press is not None else nullcontext()) as run:
@@ -165,6 +167,8 @@ def generate(model:nn.Module, tokenizer,
             "a press with decoding-time eviction changes the cache while answering: ask one question at a time")
         ctx_ids, (q_ids,) = encode_prompt(tokenizer, context, qs, answer_prefix, separator)
         press.prefill_keep(ctx_ids.shape[1])
+        press = press.resolve(model, tokenizer)
+
         from transformers import DynamicCache
         cache = DynamicCache()
         with torch.no_grad(), press(model):
@@ -176,13 +180,6 @@ def generate(model:nn.Module, tokenizer,
     return outs[0] if single else outs
 
 # %% ../nbs/08_pipeline.ipynb #f94139dd
-@dataclass
-class _ScoreRecorder(PressWrapper):
-    "The wrapped press, keeping every layer's scores (what the press ranks) on the CPU."
-    seen: dict = field(default_factory=dict)   # layer index -> (B, Hkv, P) float scores
-    def scores(self, view):
-        s = self.press.scores(view); self.seen[view.adapter.layer_idx] = s.float().cpu(); return s
-
 def calibrate_layer_budget(model:nn.Module, tokenizer,
                            contexts:list,             # calibration texts (not the ones you will evaluate on)
                            scorer:Scorer|None=None,   # scores comparable across layers (default: the re-reading attention)
@@ -191,23 +188,16 @@ def calibrate_layer_budget(model:nn.Module, tokenizer,
                            n_sink:int=4,              # first tokens left out (always kept)
                            progress:bool=True,        # a progress bar over the texts
                           ) -> LayerBudget:
-    "Each layer's share of one budget, from the scores of `contexts` (mean over the texts and the layer's KV heads)."
+    "Each layer's share of one budget, from the scores of `contexts` in the chat template (`jacap_nb.budgets.layer_budget_from_ids`)."
     if isinstance(contexts, str) or not isinstance(contexts, (list, tuple)) or not contexts:
         raise TypeError("contexts must be a non-empty list of str")
     for c in contexts: _check_text("context", c)
     _check_int("n_thresholds", n_thresholds, 2)
-    scorer = Jacap(queries="replay", score="attention", prior_weight=0) if scorer is None else scorer
-    if not isinstance(scorer, Scorer): raise TypeError(f"scorer must be a Scorer; got {type(scorer).__name__}")
-    grid = torch.logspace(-6, 0, n_thresholds, dtype=torch.float64)
-    kept = 0.0
-    for text in tqdm(contexts, desc="calibrating", disable=not progress):
-        rec = _ScoreRecorder(EvictionPress(scorer, 0.5, n_sink=n_sink))   # the ratio does not matter: only the scores
-        compress_context(model, tokenizer, text, rec, separator)
-        if len(rec.seen) != len(model_adapters(model)): raise RuntimeError("the press scored fewer layers than the model has")
-        frac = [(rec.seen[i][:, :, n_sink:, None].double() >= grid).double().mean((0, 1, 2)) for i in sorted(rec.seen)]
-        kept = kept + torch.stack(frac) / len(contexts)                    # (L, M)
-    return LayerBudget(tuple(grid.tolist()), tuple(map(tuple, kept.clamp(0, 1).tolist())),
-                       f"{scorer!r} on {len(contexts)} texts")
+    if scorer is not None and not isinstance(scorer, Scorer): raise TypeError(f"scorer must be a Scorer; got {type(scorer).__name__}")
+    named = Jacap(queries="replay", score="attention", prior_weight=0) if scorer is None else scorer   # the probe's score
+    prompts = [encode_prompt(tokenizer, c, ["?"], "", separator)[0] for c in contexts]
+    return layer_budget_from_ids(model, prompts, None if scorer is None else EvictionPress(scorer, 0.5, n_sink=n_sink),
+                                 n_thresholds, n_sink, f"{named!r} on {len(contexts)} texts", progress)
 
 # %% ../nbs/08_pipeline.ipynb #f1e49712
 SHIPPED_BUDGETS = {"smollm2": "smollm2-135m-instruct.json"}   # name -> file in jacap_nb/budgets/ (LayerBudget.save)

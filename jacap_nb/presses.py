@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_presses.ipynb #ff99499f
 from __future__ import annotations
-import copy, difflib, math
+import copy, difflib, math, warnings
 from dataclasses import dataclass, field, fields, replace, asdict
 from typing import ClassVar
 import torch
@@ -19,12 +19,14 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIO
 # %% ../nbs/07_presses.ipynb #ac5cfac0
 from . import scoring
 from .cache import StatsConfig, LayerView, LayerBudget, apply_press, rank_protect, _check_int, _uneven_budget
+from .budgets import measured_layer_budget, NoTokenizer
 
 # %% ../nbs/07_presses.ipynb #de292fc1
 class Scorer:
     "Base of the scorer configurations: `scorer(view)` returns float scores (B, Hkv, P), larger = keep."
     name: ClassVar[str] = ""                      # the name `make_press` knows it by
     replay: ClassVar[bool] = False                # whether it needs a replay pass (`jacap_nb.cache`)
+    press_defaults: ClassVar[dict] = {}           # press options `make_press` uses for this scorer unless told otherwise
 
     @property
     def stats(self) -> StatsConfig|None:
@@ -136,6 +138,8 @@ JACAP_SCORES = ("capacity", "attention")
 class Jacap(Scorer):
     "Jacap: leverage of the Jacobian-capacity weights under a model of the future queries (see `00_theory`)."
     name: ClassVar[str] = "jacap"
+    press_defaults: ClassVar[dict] = {"budget": "auto", "window": 4}   # the recommended press (07_presses, "Defaults")
+
     queries: str = "context"          # "context": prior + the context's queries; "replay": + a re-reading's; "stats": Algorithm 1
     prior_weight: float = 0.5         # context mode: share pi of the whitened prior in the mixture
     breadth: float = 1.0              # context mode: the prior's average logit variance c
@@ -220,7 +224,7 @@ class Jacap(Scorer):
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
 
 # %% ../nbs/07_presses.ipynb #52e2a3f9
-BUDGETS = ("uniform", "heads", "layers")
+BUDGETS = ("uniform", "heads", "layers", "auto")
 
 @dataclass
 class EvictionPress:
@@ -234,7 +238,8 @@ class EvictionPress:
                                    # budget over all heads and layers, each head its own count (padded); "layers": the
                                    # same ranking, every head of a layer keeps as many as its most demanding head, memory
                                    # at most the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1); a
-                                   # `LayerBudget`: each layer's share measured once per model, the uniform budget's memory
+                                   # `LayerBudget`: each layer's share measured once per model, the uniform budget's memory;
+                                   # "auto": that LayerBudget, measured on first use and cached (`jacap_nb.budgets`)
 
     def __post_init__(self):
         if not isinstance(self.budget, LayerBudget) and self.budget not in BUDGETS: raise ValueError(
@@ -251,7 +256,18 @@ class EvictionPress:
 
     def __call__(self, model:nn.Module):
         "`with press(model) as run:` applies the press to every forward pass inside (see `jacap_nb.cache.apply_press`)."
-        return apply_press(self, model)
+        return apply_press(self.resolve(model), model)
+
+    def resolve(self, model:nn.Module, tokenizer=None) -> "EvictionPress":
+        "This press for `model`: budget='auto' replaced by the model's measured `LayerBudget` (uniform if it has no tokenizer)."
+        if self.budget != "auto": return self
+        try: lb = measured_layer_budget(model, tokenizer)
+        except NoTokenizer as e:
+            warnings.warn(f"budget='auto' cannot measure this model's layer budget ({e}); using the uniform budget. Pass "
+                          "the tokenizer (press.resolve(model, tokenizer)) or give budget= explicitly", stacklevel=3)
+            lb = "uniform"
+        return replace(self, budget=lb)
+
 
     # --- the press protocol (jacap_nb.cache) ---
     @property
@@ -266,7 +282,9 @@ class EvictionPress:
     def prefill_keep(self, n:int) -> int:
         "Real tokens a prompt of `n` real tokens keeps at prefill."
         keep = int(n * (1 - self.compression_ratio))
-        if self.window > n: raise ValueError(f"window={self.window} is larger than the prompt ({n} tokens); lower window")
+        if self.window > n and self.compression_ratio > 0: raise ValueError(
+            f"window={self.window} is larger than the prompt ({n} tokens); lower window")
+
         if self.compression_ratio > 0 and keep < min(self.n_protected, n): raise ValueError(
             f"the prompt's budget {keep} (= {n} tokens x (1 - compression_ratio={self.compression_ratio})) is below the "
             f"{self.n_protected} protected tokens (n_sink={self.n_sink} + window={self.window}); lower compression_ratio, "
@@ -289,7 +307,11 @@ class PressWrapper:
         if not isinstance(self.press, (EvictionPress, PressWrapper)): raise TypeError(
             f"press must be an EvictionPress or a wrapped one; got {type(self.press).__name__}")
 
-    def __call__(self, model:nn.Module): return apply_press(self, model)
+    def __call__(self, model:nn.Module): return apply_press(self.resolve(model), model)
+    def resolve(self, model:nn.Module, tokenizer=None) -> "PressWrapper":
+        "This wrapper around the wrapped press resolved for `model` (see `EvictionPress.resolve`)."
+        inner = self.press.resolve(model, tokenizer)
+        return self if inner is self.press else replace(self, press=inner)
     @property
     def scorer(self) -> Scorer: return self.press.scorer
     @property
@@ -425,8 +447,11 @@ def make_press(name:str,                    # scorer name: a key of SCORERS ("ja
     if preset is not None and (name, preset) not in PRESETS: raise ValueError(
         f"unknown preset {preset!r} for {name!r}; valid: {', '.join(p for n, p in PRESETS if n == name) or 'none'}")
     base = PRESETS[(name, preset)]().options() if preset else {}
+    decoding = any(k in options for k in ("max_cache_tokens", "target_cache_tokens", "interval"))
+    defaults = {} if preset or decoding else cls.press_defaults       # a preset is as published; decoding needs even layers
     press = EvictionPress(cls(**{**base, **{k: v for k, v in options.items() if k in scorer_opts}}), compression_ratio,
-                          **{k: v for k, v in options.items() if k in PRESS_OPTIONS})
+                          **{**defaults, **{k: v for k, v in options.items() if k in PRESS_OPTIONS}})
+
     reduce = options.get("head_reduce", "group")
     if reduce not in HEAD_REDUCE: raise ValueError(f"head_reduce must be one of {', '.join(map(repr, HEAD_REDUCE))}; got {reduce!r}")
     if reduce == "layer": press = SharedKeep(press)

@@ -60,19 +60,19 @@ def best_of(fn, repeats:int=3) -> float:
         t0 = time.perf_counter(); fn(); out.append(time.perf_counter() - t0)
     return min(out)
 
-def _press_for(spec, ratio):
+def _press_for(spec, ratio, model):
     if spec.backend == "kvpress":
         try: from jacap_nb.kvpress_compat import make_kvpress
         except ImportError as e: raise ValueError(f"kvpress methods need kvpress: {e}") from None
         return make_kvpress(spec.name, ratio, **spec.options)
-    return make_press(spec.name, ratio, **spec.press_options)     # budget=<file>.json: a saved LayerBudget
+    return make_press(spec.name, ratio, **spec.press_options).resolve(model)   # budget=<file>.json: a saved LayerBudget
 
 def _compression(spec, model, prefill, ratio):
     "A function of no arguments that compresses the captured prefill with method `spec` (kvpress's presses replayed)."
     if spec.backend == "kvpress":
         from jacap_nb.kvpress_compat import kvpress_replay
-        return torch.no_grad()(lambda: kvpress_replay(_press_for(spec, ratio), model, prefill))
-    return torch.no_grad()(lambda: compress_layers(_press_for(spec, ratio), model, prefill))
+        return torch.no_grad()(lambda: kvpress_replay(_press_for(spec, ratio, model), model, prefill))
+    return torch.no_grad()(lambda: compress_layers(_press_for(spec, ratio, model), model, prefill))
 
 @torch.no_grad()
 def time_compression(spec, model, prefill, ratio:float=0.75, repeats:int=3) -> dict:
@@ -99,7 +99,8 @@ def time_live(spec, model, ids, ratio:float=0.75, repeats:int=3) -> dict:
     kw, dec = cache_kwarg(model), getattr(model, "model", model)
     def plain(): dec(input_ids=ids, **{kw: DynamicCache()})
     def hooked():
-        press = _press_for(spec, ratio)
+        press = _press_for(spec, ratio, model)
+
         with press(model): dec(input_ids=ids, **{kw: DynamicCache()})
     plain(); hooked()
     p, h = [], []
@@ -164,7 +165,10 @@ def _speed_specs(methods, ratio, repeats) -> list:
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1: raise ValueError(f"repeats must be an int >= 1; got {repeats!r}")
     specs = [parse_method(m) for m in methods]
     for s in specs:
-        if s.backend != "full": _press_for(s, ratio)
+        if s.backend == "jacap_nb": make_press(s.name, ratio, **s.press_options)   # built (not resolved: no model yet)
+        elif s.backend == "kvpress": _press_for(s, ratio, None)
+
+
     return specs
 
 def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens

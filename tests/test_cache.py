@@ -273,7 +273,7 @@ def test_rows_shorter_than_the_query_window(name, models):
     a, b = torch.randint(3, 120, (1, 40), generator=g), torch.randint(3, 120, (1, 10), generator=g)
     ids = torch.cat([a, torch.cat([torch.zeros(1, 30, dtype=torch.long), b], 1)])
     am = torch.cat([torch.ones(1, 40), torch.cat([torch.zeros(1, 30), torch.ones(1, 10)], 1)]).long()
-    with make_press(name, 0.5, n_sink=2)(m) as run:
+    with make_press(name, 0.5, n_sink=2, window=0)(m) as run:
         m.generate(ids, attention_mask=am, max_new_tokens=2, do_sample=False, pad_token_id=0)
     assert run.fallbacks == 0 and run.records[0]["after"] == 20
 
@@ -346,7 +346,7 @@ def test_hooks_removed_after_an_exception(where, models):
 
 @pytest.mark.parametrize("kw,match", [(dict(window=64), "window=64 is larger than the prompt"),
                                       (dict(n_sink=20, window=10), "below the 30 protected tokens"),
-                                      (dict(protect=[(0, 25)]), "below the 29 protected tokens")])
+                                      (dict(protect=[(0, 25)]), "below the 33 protected tokens")])
 def test_prompt_dependent_errors_before_any_layer(kw, match, models):
     m = models["llama"]
     calls, hds = count_attention_calls(m)
@@ -617,7 +617,7 @@ def test_press_on_a_one_token_prompt(name, models):
     with torch.no_grad(), make_press(name, 0.0)(m): m(input_ids=rand_ids(1), **{cache_kwarg(m): cache})
     assert physical(cache) == [1, 1]
     before = _hook_count(m)
-    with pytest.raises(ValueError, match="below the 4 protected tokens.*lower compression_ratio, n_sink or window"):
+    with pytest.raises(ValueError, match=r"below the 4 protected tokens.*lower compression_ratio, n_sink or window|window=4 is larger than the prompt \(1 tokens\); lower window"):
         with torch.no_grad(), make_press(name, 0.9)(m): m(input_ids=rand_ids(1), **{cache_kwarg(m): DynamicCache()})
     assert _hook_count(m) == before and getattr(m, "_jacap_nb_run", None) is None   # the refusal leaves nothing behind
 

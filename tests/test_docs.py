@@ -435,7 +435,7 @@ def _sidebar_pages(items) -> list:
     return out
 
 def _nb_order(name:str) -> tuple:
-    m = re.match(r'(\d+)_', name)
+    m = re.match(r'(\d+)[a-z]?_', name)                 # 06b_budgets: between 06_ and 07_
     return (0, -1, name) if name == 'index.ipynb' else (1, int(m.group(1)) if m else 10**6, name)
 
 def test_sidebar_lists_notebooks_only():
