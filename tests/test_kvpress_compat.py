@@ -63,7 +63,7 @@ def pipeline_cache(pipe, context, question, press, prefix="", sep=""):
 def test_jacap_press_in_kvpress_pipeline_keeps_our_tokens(name, sep, tiny, tok, example):
     model, pipe = tiny
     r = 0.6
-    ours = compress_context(model, tok, example.context, make_press(name, r), sep)
+    ours = compress_context(model, tok, example.context, make_press(name, r, budget="uniform", window=0), sep)   # kvpress: one ratio per layer, no end window
     cache = pipeline_cache(pipe, example.context, example.question, JacapPress(r, scorer=SCORERS[name]()), example.answer_prefix, sep)
     ctx_ids, _ = encode_prompt(tok, example.context, [example.question], example.answer_prefix, sep)
     assert ctx_ids.shape[1] == ours.n_tokens
@@ -79,7 +79,7 @@ def test_jacap_press_answers_like_generate_on_smollm2(ratio, sep):
     model, tok = load_smollm2()
     pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tok)
     ex = passkey_examples(lengths=[512], depths=[0.75], n=1, filler="pydoc", count_tokens=token_counter(tok))[0]
-    ours = generate(model, tok, ex.context, ex.question, make_press("jacap", ratio), 8, ex.answer_prefix, sep)
+    ours = generate(model, tok, ex.context, ex.question, make_press("jacap", ratio, budget="uniform", window=0), 8, ex.answer_prefix, sep)
     theirs = kvpress_generate(pipe, ex.context, [ex.question], JacapPress(ratio), ex.answer_prefix, 8, sep)[0]
     assert ours == theirs
 
