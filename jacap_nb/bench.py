@@ -18,7 +18,7 @@ __all__ = ['CALIBRATED', 'PROTOCOL', 'RUNNERS', 'calibration_texts', 'MethodSpec
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import Example, get_task, TASKS, token_counter, token_fidelity, filler_sentences
-from .cache import capture_prefill, compress_layers, cache_bytes, Prefill, LayerBudget
+from .cache import capture_prefill, compress_layers, cache_bytes, head_masks, Prefill, LayerBudget
 from .presses import SCORERS, make_press, press_config, PressWrapper
 from .budgets import measured_layer_budget
 
@@ -329,7 +329,8 @@ def _teacher_forced_logits(model, cache, ids:torch.Tensor, start:int) -> torch.T
     "Logits (T, V) of `ids` (1, T) fed at logical positions start.. on `cache`."
     ids = ids.to(model.device)
     pos = torch.arange(start, start + ids.shape[1], device=ids.device)[None]
-    return model(input_ids=ids, position_ids=pos, **{cache_kwarg(model): cache}).logits[0].float()
+    with head_masks(model, cache): return model(input_ids=ids, position_ids=pos, **{cache_kwarg(model): cache}).logits[0].float()
+
 
 def _fidelity_group(task, group, specs, ratios, fmt, model, tokenizer, store, out_dir, max_new_tokens, save_kept, pipe):
     ex = group[0]

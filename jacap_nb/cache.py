@@ -4,9 +4,10 @@
 
 # %% ../nbs/06_cache.ipynb #17a78f81
 from __future__ import annotations
-import functools, json, math, time, warnings
+import functools, json, math, time, warnings, weakref
 from pathlib import Path
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 import torch
@@ -16,8 +17,8 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 # %% auto #0
 __all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'StatsConfig', 'LayerView', 'PressRun',
            'layer_counts', 'keep_attention_queries', 'after_attention', 'head_budgets', 'head_slots',
-           'enable_head_masks', 'LayerBudget', 'apply_press', 'Prefill', 'cache_from_layers', 'capture_prefill',
-           'compress_layers']
+           'needs_head_masks', 'head_masks', 'LayerBudget', 'apply_press', 'active_run', 'Prefill', 'cache_from_layers',
+           'capture_prefill', 'compress_layers']
 
 # %% ../nbs/06_cache.ipynb #9ed17776
 from .scoring import select_tokens, _top_sorted
@@ -63,8 +64,9 @@ class CompressedLayer(DynamicLayer):
         if self.slot_valid is not None:
             if not self._masked: raise RuntimeError(
                 "this cache was compressed with budgets that differ between layers or heads (each layer needs its own "
-                "mask, padding slots must stay unseen) but the forward pass ran without those masks: call "
-                "jacap_nb.cache.enable_head_masks(model) once (a press with such a budget does)")
+                "mask, padding slots must stay unseen) but the forward pass ran without those masks: run it inside "
+                "`with jacap_nb.cache.head_masks(model):` (a press's own run and jacap_nb's decoding functions do)")
+
             self._masked = False
             self.slot_valid = torch.cat([self.slot_valid, self.slot_valid.new_ones(b, h, q)], -1)
         if self._positions is not None:                                      # evicted before: append the new positions
@@ -326,6 +328,7 @@ class PressRun:
         self._reads_queries = press.stats is not None or getattr(press, "replay", False)   # only these scorers (and the
                                                                       # prior's pre-RoPE keys) need the projections and queries
         self._layer_hooks = None                                      # handles of the attention (and projection) hooks while attached
+        self._mask_heads = None                                       # set by apply_press: attaches head masks until the run ends
         self._mask_info = None                                        # `_mask_summary` of the current attention mask
         self._rope_cache = {}                                         # `LayerView.rope_cache`: one entry, the current position
 
@@ -414,6 +417,7 @@ def _pre_forward(run:PressRun):
             if getattr(run.press, "replay", False):
                 if b != 1: raise ValueError("a replay press compresses one prompt at a time (batch size 1)")
                 run._prompt_ids = kwargs.get("input_ids", args[0] if args else None)
+        if run._mask_heads is not None and needs_head_masks(cache): run._mask_heads()   # a cache with padding, from before
         _attach_layer_hooks(run, not (seen and _idle_forward(run, cache, q)))   # idle steps run with no per-layer hook
         layer = _first_compressed(cache)
         if layer is not None and layer.physical_length < layer.logical_length and (am is not None or not full.all()):
@@ -473,12 +477,27 @@ def _keeping_query(fn):
     attention._jacap_nb_keeps_query = True
     return attention
 
+_WRAPPED = dict(users=0, originals={})   # the attention functions `keep_attention_queries` replaced, while any block runs
+
+@contextmanager
 def keep_attention_queries():
-    "Wrap every attention function registered in transformers (sdpa, flash, flex, ...; kvpress wraps them in the same way) so that a press that reads queries gets the model's own post-RoPE queries instead of rotating them again. Idempotent; a module no press listens to pays one attribute lookup per call. Eager attention is the model file's own function, not registered: there the queries are rotated as before."
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    for name in list(ALL_ATTENTION_FUNCTIONS.keys()):
-        fn = ALL_ATTENTION_FUNCTIONS[name]
-        if not getattr(fn, "_jacap_nb_keeps_query", False): ALL_ATTENTION_FUNCTIONS[name] = _keeping_query(fn)
+    "While the block runs, every attention function registered in transformers (sdpa, flash, flex, ...) also leaves its post-RoPE query where a listening press reads it; the registry is restored after the last such block."
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as registry
+    if _WRAPPED["users"] == 0:
+        for name in list(registry.keys()):
+            fn = registry[name]
+            if not getattr(fn, "_jacap_nb_keeps_query", False): _WRAPPED["originals"][name] = fn; registry[name] = _keeping_query(fn)
+    _WRAPPED["users"] += 1
+    try: yield
+    finally:
+        _WRAPPED["users"] -= 1
+        if _WRAPPED["users"] == 0:
+            for name, fn in _WRAPPED["originals"].items():
+                if getattr(registry.get(name), "__wrapped__", None) is not fn: continue   # replaced since: left as it is
+                try: del registry[name]                                  # the local entry goes; the global one shows again
+                except KeyError: pass
+                if registry.get(name) is not fn: registry[name] = fn
+            _WRAPPED["originals"].clear()
 
 class _Listening:
     "The handle of `_listen_to_queries` (removed like a hook's handle): the module is left as it was."
@@ -701,7 +720,9 @@ def _finish_replay(run:PressRun, model:nn.Module, cache):
     if run._deferred: _evict_heads(run)
 
 def _post_forward(run:PressRun, model:nn.Module):
+    @torch.no_grad()                                                         # eviction is no part of a graph, grad on or off
     def hook(mod, args, kwargs, out):
+
         if run._replaying: return
         if run._deferred and run._prompt_ids is None: return _evict_heads(run)   # per-head budgets, no replay pass
         if run._prompt_ids is None or run.press.compression_ratio == 0: return
@@ -825,12 +846,29 @@ def _head_mask_hook(ad:AttentionAdapter):
         return args, kwargs
     return hook
 
-def enable_head_masks(model:nn.Module):
-    "Once per model: a pre-attention hook masking each head's padding slots in caches with per-head budgets (else a no-op)."
-    if getattr(model, "_jacap_nb_head_masks", False): return
+_HEAD_MASKS = weakref.WeakKeyDictionary()   # model -> [open `head_masks` blocks, the hooks' handles]
+
+def needs_head_masks(cache) -> bool:
+    "Whether `cache` holds a layer whose heads keep different numbers of tokens (padding slots that must stay unseen)."
+    return any(getattr(l, "slot_valid", None) is not None for l in getattr(cache, "layers", ()))
+
+@contextmanager
+def head_masks(model:nn.Module,  # the model that runs forward passes on such a cache
+               cache=None,       # if given and `needs_head_masks(cache)` is False: nothing is attached
+              ):
+    "While the block runs: a pre-attention hook per layer masking each head's padding slots of caches with per-head budgets; removed after the last open block."
+    if cache is not None and not needs_head_masks(cache): yield; return
     _attn_impl(model)
-    for ad in model_adapters(model): ad.module.register_forward_pre_hook(_head_mask_hook(ad), with_kwargs=True)
-    model._jacap_nb_head_masks = True
+    entry = _HEAD_MASKS.get(model)
+    if entry is None: entry = _HEAD_MASKS[model] = [0, [ad.module.register_forward_pre_hook(_head_mask_hook(ad), with_kwargs=True)
+                                                        for ad in model_adapters(model)]]
+    entry[0] += 1
+    try: yield
+    finally:
+        entry[0] -= 1
+        if entry[0] == 0:
+            for hd in entry[1]: hd.remove()
+            del _HEAD_MASKS[model]
 
 # %% ../nbs/06_cache.ipynb #85053a7b
 def _apportion(weights:Tensor,  # (L,) non-negative: how much each part should get
@@ -907,6 +945,8 @@ class LayerBudget:
     def __repr__(self): return f"LayerBudget({self.n_layers} layers, {len(self.thresholds)} thresholds{', ' + self.source if self.source else ''})"
 
 # %% ../nbs/06_cache.ipynb #b4064332
+_ACTIVE_RUNS = weakref.WeakKeyDictionary()   # model -> the run of the press active on it
+
 @contextmanager
 def apply_press(press,            # an object with the press protocol (e.g. a `jacap_nb.presses.EvictionPress`)
                 model:nn.Module,  # a supported causal LM (Llama, Mistral, Qwen2, Qwen3)
@@ -914,24 +954,32 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
     "Context manager behind `with press(model) as run:` -- hooks `press` into `model` and yields its `PressRun`."
     sw = sliding_window_layers(model)
     if sw: raise ValueError(f"sliding-window attention layers {sw} are not supported (their cache is already a window)")
-    active = getattr(model, "_jacap_nb_run", None)
+    active = active_run(model)
     if active is not None: raise ValueError(
         f"another press ({type(active.press).__name__}) is already active on this model; nested presses would evict "
         "from the same cache twice -- compose them instead (e.g. DecodingEviction(press, ...), ProtectSpans(press, ...))")
-    if _uneven_layers(press): enable_head_masks(model)
+    if _uneven_layers(press): _attn_impl(model)                                 # refused before anything is attached
     run = PressRun(press, model)
-    if run._reads_queries: keep_attention_queries()                         # once per run, before any layer listens
-    dec = getattr(model, "model", model)
-    hooks = [dec.register_forward_pre_hook(_pre_forward(run), with_kwargs=True),
-             dec.register_forward_hook(_post_forward(run, model), with_kwargs=True)]
-    model._jacap_nb_run = run
-    try:
+    with ExitStack() as owned:                                                  # all the run attaches, removed in reverse
+        masked = [False]
+        def mask_heads():                                                       # once per run, when a forward needs them
+            if not masked[0]: owned.enter_context(head_masks(model)); masked[0] = True
+        if _uneven_layers(press): mask_heads()
+        run._mask_heads = mask_heads
+
+        if run._reads_queries: owned.enter_context(keep_attention_queries())   # before any layer listens
+        dec = getattr(model, "model", model)
+        hooks = [dec.register_forward_pre_hook(_pre_forward(run), with_kwargs=True),
+                 dec.register_forward_hook(_post_forward(run, model), with_kwargs=True)]
+        owned.callback(lambda: [hd.remove() for hd in hooks])
+        _ACTIVE_RUNS[model] = run; owned.callback(_ACTIVE_RUNS.pop, model, None)
+        owned.callback(_attach_layer_hooks, run, False)
         _attach_layer_hooks(run, True)                                          # detached on idle generation steps
         yield run
-    finally:
-        for hd in hooks: hd.remove()
-        _attach_layer_hooks(run, False)
-        model._jacap_nb_run = None
+
+def active_run(model:nn.Module) -> PressRun|None:
+    "The `PressRun` of the press active on `model`, if any."
+    return _ACTIVE_RUNS.get(model)
 
 # %% ../nbs/06_cache.ipynb #0d3659cf
 @dataclass
@@ -967,17 +1015,17 @@ def capture_prefill(model:nn.Module, ids:Tensor) -> Prefill:
         layers[module.layer_idx] = dict(hidden_states=kwargs["hidden_states"], keys=lay.keys, values=lay.values,
                                         position_embeddings=kwargs["position_embeddings"], q_proj=qs.pop(module.layer_idx),
                                         k_proj=ks.pop(module.layer_idx), queries=aqs.pop(module.layer_idx, None))
-    keep_attention_queries()
-    try:
-        for ad in model_adapters(model):
-            hooks.append(ad.module.register_forward_hook(hook, with_kwargs=True))
-            hooks += [ad.q_proj.register_forward_hook(_projection_hook(qs, ad.layer_idx)),
-                      ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx)), _listen_to_queries(ad.module, aqs)]
-        t0 = time.perf_counter()
-        getattr(model, "model", model)(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
-        secs = time.perf_counter() - t0
-    finally:
-        for h in hooks: h.remove()
+    with keep_attention_queries():
+        try:
+            for ad in model_adapters(model):
+                hooks.append(ad.module.register_forward_hook(hook, with_kwargs=True))
+                hooks += [ad.q_proj.register_forward_hook(_projection_hook(qs, ad.layer_idx)),
+                          ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx)), _listen_to_queries(ad.module, aqs)]
+            t0 = time.perf_counter()
+            getattr(model, "model", model)(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
+            secs = time.perf_counter() - t0
+        finally:
+            for h in hooks: h.remove()
     return Prefill(ids, [layers[i] for i in range(len(layers))], secs)
 
 @torch.no_grad()
@@ -996,7 +1044,7 @@ def compress_layers(press,              # the press to apply
         f"the prefill holds {len(prefill.layers)} layers; the model has {len(run.adapters)} attention layers")
     k0 = prefill.layers[0]["keys"]
     _refuse_batched_global_budget(press, k0.shape[0], False)
-    if _uneven_layers(press): enable_head_masks(model)
+    if _uneven_layers(press): _attn_impl(model)                        # decoding this cache will need the head masks
     run.step, run.attention_mask = 1, torch.ones(k0.shape[0], k0.shape[2], dtype=torch.bool, device=k0.device)
     _set_prefill_budget(run, [k0.shape[2]] * k0.shape[0])
     cache = prefill.full_cache()

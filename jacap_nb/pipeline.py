@@ -17,7 +17,7 @@ __all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt',
            'shipped_layer_budget']
 
 # %% ../nbs/08_pipeline.ipynb #6f7b82bc
-from .cache import PressRun, LayerBudget, cache_bytes, _check_int
+from .cache import PressRun, LayerBudget, cache_bytes, head_masks, _check_int
 from .models import cache_kwarg, model_adapters
 from .presses import EvictionPress, PressWrapper, Jacap, Scorer
 from .budgets import layer_budget_from_ids
@@ -64,19 +64,21 @@ def greedy_decode(model:nn.Module, tokenizer, cache,  # the (compressed) cache o
                   max_new_tokens:int=32,
                   stop=None,                          # optional text -> bool: stop once the answer is complete
                  ) -> str:                            # the generated text (special tokens skipped)
-    "Append the question to `cache` and decode greedily."
+    "Append the question to `cache` and decode greedily (inside `head_masks` when the cache has per-head budgets)."
     kw, dev = cache_kwarg(model), model.device
     question_ids = question_ids.to(dev)
     pos = torch.arange(start, start + question_ids.shape[1], device=dev)[None]
-    out = model(input_ids=question_ids, position_ids=pos, logits_to_keep=1, **{kw: cache})
     eos, new = eos_token_ids(model, tokenizer), []
-    nxt, p = int(out.logits[0, -1].argmax()), start + question_ids.shape[1]
-    while nxt not in eos:
-        new.append(nxt)
-        if len(new) >= max_new_tokens or (stop is not None and stop(tokenizer.decode(new, skip_special_tokens=True))): break
-        out = model(input_ids=torch.tensor([[nxt]], device=dev), position_ids=torch.tensor([[p]], device=dev), **{kw: cache})
-        nxt, p = int(out.logits[0, -1].argmax()), p + 1
+    with head_masks(model, cache):
+        out = model(input_ids=question_ids, position_ids=pos, logits_to_keep=1, **{kw: cache})
+        nxt, p = int(out.logits[0, -1].argmax()), start + question_ids.shape[1]
+        while nxt not in eos:
+            new.append(nxt)
+            if len(new) >= max_new_tokens or (stop is not None and stop(tokenizer.decode(new, skip_special_tokens=True))): break
+            out = model(input_ids=torch.tensor([[nxt]], device=dev), position_ids=torch.tensor([[p]], device=dev), **{kw: cache})
+            nxt, p = int(out.logits[0, -1].argmax()), p + 1
     return tokenizer.decode(new, skip_special_tokens=True)
+
 
 # %% ../nbs/08_pipeline.ipynb #3062677b
 @dataclass

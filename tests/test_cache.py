@@ -8,7 +8,8 @@ import copy, warnings
 import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 from jacap_nb import scoring
-from jacap_nb.cache import CompressedLayer, LayerBudget, layer_counts, cache_bytes, capture_prefill, compress_layers
+from jacap_nb.cache import (CompressedLayer, LayerBudget, layer_counts, cache_bytes, capture_prefill, compress_layers, active_run,
+                            head_masks)
 from jacap_nb.models import tiny_model, cache_kwarg, model_adapters
 from jacap_nb.presses import SCORERS, Scorer, make_press, EvictionPress, KNorm
 from tinytools import count_attention_calls, rand_ids, physical
@@ -25,7 +26,7 @@ def models():
 
 def _no_hooks(m):
     return all(not l.self_attn._forward_hooks and not l.self_attn._forward_pre_hooks for l in m.model.layers) \
-        and not m.model._forward_pre_hooks and getattr(m, "_jacap_nb_run", None) is None
+        and not m.model._forward_pre_hooks and active_run(m) is None
 
 
 # --- eviction == masking ----------------------------------------------------------------------------------------------
@@ -368,7 +369,7 @@ def test_unsupported_models_are_refused(case, match):
              "qwen2-one-sliding-layer": lambda: tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)}[case]()
     with pytest.raises(ValueError, match=match):
         with make_press("jacap", 0.5)(model): pass
-    assert getattr(model, "_jacap_nb_run", None) is None
+    assert active_run(model) is None
 
 
 @pytest.mark.parametrize("case", ["mistral-sliding", "qwen2-one-sliding-layer"])
@@ -394,8 +395,8 @@ def test_press_needs_a_2d_mask(models):
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_head_budget_eviction_equals_masking(arch, attn):
     "Heads keeping different numbers of tokens (padded, masked by the head-mask hook) == the full cache with a per-head mask."
-    from jacap_nb.cache import head_slots, enable_head_masks
-    m = tiny_model(arch); m.set_attn_implementation(attn)           # its own model: the head-mask hook stays on it
+    from jacap_nb.cache import head_slots, head_masks
+    m = tiny_model(arch); m.set_attn_implementation(attn)
     assert m.config._attn_implementation == attn
     g, n, q, nxt, kw, full = _prefilled(m, seed=2)
     ev = copy.deepcopy(full)
@@ -407,7 +408,6 @@ def test_head_budget_eviction_equals_masking(arch, attn):
         kept.append([idx[0, h][valid[0, h]] for h in range(2)])
         assert ev.layers[i].kept_tokens == float(counts[i].float().mean())
     assert physical(ev) == [17, 11]                                 # each layer stores its largest head's count
-    enable_head_masks(m)
     masks = []                                                      # the reference: full cache, per-layer per-head masks
     for i in range(2):
         mk = torch.zeros(1, 4, q, n + q, dtype=torch.bool)
@@ -419,7 +419,9 @@ def test_head_budget_eviction_equals_masking(arch, attn):
                   else torch.zeros(mk.shape).masked_fill(~mk, torch.finfo(torch.float32).min)}), with_kwargs=True)
               for a, mk in zip(model_adapters(model), ms)]
         return hs
-    with torch.no_grad():
+    with pytest.raises(RuntimeError, match="head_masks"):          # outside the masks' block the cache refuses to grow
+        with torch.no_grad(): m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(ev)})
+    with torch.no_grad(), head_masks(m):
         ref_model = tiny_model(arch); ref_model.set_attn_implementation(attn)
         hs = with_layer_masks(ref_model, masks)
         ref = ref_model(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(full)}).logits
@@ -441,6 +443,7 @@ def test_head_budget_eviction_equals_masking(arch, attn):
         for l in seen.layers: l.slot_valid = torch.ones_like(l.slot_valid)     # per-layer masks, padding visible
         blind = m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: seen}).logits
     assert (out - blind).abs().max() > 1e-3
+    assert _no_hooks(m)                                             # the block took its hooks away
 
 
 def _heads_compressed() -> tuple:
@@ -534,7 +537,7 @@ def test_layer_budget_eviction_equals_masking(arch, attn):
     hs = [a.module.register_forward_pre_hook(lambda mod, a_, k, mk=mk: (a_, {**k, "attention_mask": mk if attn == "sdpa"
               else torch.zeros(mk.shape).masked_fill(~mk, torch.finfo(torch.float32).min)}), with_kwargs=True)
           for a, mk in zip(model_adapters(ref_model), masks)]
-    with torch.no_grad():
+    with torch.no_grad(), head_masks(m, ev):                                 # compressed outside a run: decode in the masks' block
         ref = ref_model(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(full)}).logits
         for h in hs: h.remove()
         out = m(input_ids=nxt, position_ids=torch.arange(n, n + q)[None], **{kw: copy.deepcopy(ev)}).logits
@@ -619,7 +622,7 @@ def test_press_on_a_one_token_prompt(name, models):
     before = _hook_count(m)
     with pytest.raises(ValueError, match=r"below the 4 protected tokens.*lower compression_ratio, n_sink or window|window=4 is larger than the prompt \(1 tokens\); lower window"):
         with torch.no_grad(), make_press(name, 0.9)(m): m(input_ids=rand_ids(1), **{cache_kwarg(m): DynamicCache()})
-    assert _hook_count(m) == before and getattr(m, "_jacap_nb_run", None) is None   # the refusal leaves nothing behind
+    assert _hook_count(m) == before and active_run(m) is None   # the refusal leaves nothing behind
 
 
 def _hook_count(m) -> int:
@@ -635,3 +638,29 @@ def test_press_on_a_batch_of_three(name, models):
     for r in range(3):
         alone = compress_layers(make_press(name, 0.5), m, capture_prefill(m, ids[r:r + 1]))[1].kept_indices
         for layer in alone: assert torch.equal(batched[layer][r:r + 1], alone[layer]), (name, r, layer)
+
+
+# --- a press leaves the model as it found it ---------------------------------------------------------------------------
+
+def _attached(m) -> tuple:
+    "Every forward (pre-)hook on the model's modules, transformers' registered attention functions, the model's attributes."
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as reg
+    return (sum(len(x._forward_hooks) + len(x._forward_pre_hooks) for x in m.modules()),
+            {k: reg[k] for k in reg.keys()}, sorted(vars(m)), active_run(m))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("budget", ["uniform", "layers", "measured"])
+def test_press_leaves_the_model_as_it_was(name, budget):
+    "Hooks, head masks, the attention-function wrap and the active run: all gone when the block ends, even on an error."
+    m = tiny_model("llama", seed=4)
+    b = LayerBudget((0.5, 1.0), ((0.9, 0.6), (0.5, 0.1)), "test") if budget == "measured" else budget
+    press = make_press(name, 0.5, budget=b)
+    before, cache = _attached(m), DynamicCache()
+    with press(m):                                                  # autograd on, as kvpress's tests run presses
+        m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+        m(input_ids=rand_ids(1), **{cache_kwarg(m): cache})          # a decoding step inside the block
+    assert _attached(m) == before
+    with pytest.raises(KeyboardInterrupt):
+        with press(m): raise KeyboardInterrupt
+    assert _attached(m) == before

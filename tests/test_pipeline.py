@@ -5,7 +5,7 @@ import copy, functools
 import pytest, torch
 from transformers import DynamicCache
 from jacap_nb.models import tiny_model, cache_kwarg, load_smollm2
-from jacap_nb.cache import capture_prefill, compress_layers, LayerBudget
+from jacap_nb.cache import capture_prefill, compress_layers, LayerBudget, active_run
 from jacap_nb.presses import make_press
 from jacap_nb.pipeline import (PROMPT_FORMATS, prompt_texts, encode_prompt, eos_token_ids, greedy_decode, CompressedContext,
                                compress_context, answer, generate)
@@ -118,7 +118,7 @@ def test_nested_presses_are_refused_before_the_model_runs(tiny):
                 with inner(tiny): pass
     finally:
         for h in hds: h.remove()
-    assert calls == [] and tiny._jacap_nb_run is None
+    assert calls == [] and active_run(tiny) is None
     assert isinstance(generate(tiny, TOK, CTX, "What?", press=inner, max_new_tokens=2), str)      # usable afterwards
 
 
@@ -324,3 +324,19 @@ def test_smollm2_ratio_zero_is_the_full_cache():
     ids = torch.cat([ctx_ids, q_ids], 1)
     out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)[0, ids.shape[1]:]
     assert tok.decode(out, skip_special_tokens=True) == full
+
+
+@pytest.mark.slow
+def test_smollm2_default_press_leaves_the_model_as_it_was():
+    "The default press (a measured per-layer budget: head masks; queries from the attention function) on the real model."
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS as reg
+    model, tok = load_smollm2()
+    state = lambda: (sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()),
+                     {k: reg[k] for k in reg.keys()}, active_run(model))
+    before = state()
+    from jacap_nb.tasks import passkey_examples, token_counter
+    ex = passkey_examples(lengths=[256], depths=[0.5], n=1, filler="pydoc", count_tokens=token_counter(tok))[0]
+    press = make_press("jacap", 0.75)
+    assert isinstance(press.resolve(model, tok).budget, LayerBudget)
+    generate(model, tok, ex.context, ex.question, press, 8, ex.answer_prefix)
+    assert state() == before
