@@ -490,7 +490,11 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-keys", type=int, help="facts per context (multikey)")
     p.add_argument("--n-facts", type=int, help="questions per context (multiquestion)")
     p.add_argument("--values", nargs="+", help="needle values: number, word, uuid (needle)")
-    p.add_argument("--answer-prefix", action="store_true", default=None, help="start the reply with a prefix (needle; default: none)")
+    p.add_argument("--answer-prefix", action=argparse.BooleanOptionalAction, default=None,
+                   help="start the reply with the task's prefix, or not (default: the task's own)")
+    p.add_argument("--n-values", type=int, help="values of the asked thing (multivalue)")
+    p.add_argument("--n-hops", type=int, help="assignments after the first per chain (vartrack)")
+    p.add_argument("--n-common", type=int, help="frequent words asked for (commonwords)")
     p.add_argument("--prefix-tokens", type=int); p.add_argument("--continuation-tokens", type=int)
     p.add_argument("--max-new-tokens", type=int, help="answer length limit (default: the task's, 12; needle 40)")
     p.add_argument("--interval", type=int, default=32, help="streaming: tokens between eviction events")
@@ -501,7 +505,7 @@ def bench_parser() -> argparse.ArgumentParser:
     return p
 
 _TASK_OPTS = ("lengths", "depths", "n", "seed", "filler", "source", "n_keys", "n_facts", "prefix_tokens", "continuation_tokens",
-              "values", "answer_prefix")
+              "values", "answer_prefix", "n_values", "n_hops", "n_common")
 
 def bench_args(argv:list) -> dict:
     "Parse `jacap-nb bench` arguments into `run_bench` keyword arguments."

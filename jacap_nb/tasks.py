@@ -5,14 +5,19 @@
 # %% auto #0
 __all__ = ['PASSKEY_NEEDLE', 'PASSKEY_QUESTION', 'PASSKEY_ANSWER_PREFIX', 'MULTIKEY_FACT', 'MULTIKEY_QUESTION',
            'MULTIKEY_ANSWER_PREFIX', 'MULTIQ_FACTS', 'MULTIQ_QUESTION', 'MULTIQ_ANSWER_PREFIX', 'NEEDLE_TEMPLATES',
-           'NEEDLE_THINGS', 'NEEDLE_VALUES', 'TASKS', 'Example', 'example_seed', 'britannica_path', 'source_text',
-           'source_sentences', 'approx_tokens', 'token_counter', 'filler_sentences', 'haystack', 'passkey_examples',
-           'first_number', 'passkey_correct', 'multikey_examples', 'multiquestion_examples', 'needle_value',
-           'needle_examples', 'contains_answer', 'document_examples', 'token_fidelity', 'streaming_examples',
-           'wilson_interval', 'number_complete', 'Task', 'get_task']
+           'NEEDLE_THINGS', 'NEEDLE_VALUES', 'QA_PARAGRAPH', 'QA_QUESTIONS', 'QA_PEOPLE', 'QA_TRADES',
+           'MULTIVALUE_FACT', 'MULTIVALUE_QUESTION', 'MULTIVALUE_ANSWER_PREFIX', 'VARTRACK_QUESTION',
+           'VARTRACK_ANSWER_PREFIX', 'COMMONWORDS_QUESTION', 'COMMONWORDS_ANSWER_PREFIX', 'TASKS', 'Example',
+           'example_seed', 'britannica_path', 'source_text', 'source_sentences', 'approx_tokens', 'token_counter',
+           'filler_sentences', 'haystack', 'passkey_examples', 'first_number', 'passkey_correct', 'multikey_examples',
+           'multiquestion_examples', 'needle_value', 'needle_examples', 'contains_answer', 'plant', 'qa_examples',
+           'contains_all', 'multivalue_examples', 'vartrack_examples', 'source_words', 'commonwords_examples',
+           'document_examples', 'token_fidelity', 'streaming_examples', 'wilson_interval', 'number_complete', 'Task',
+           'get_task']
 
 # %% ../nbs/11_tasks.ipynb #85450b56
 import hashlib, importlib.util, math, random, re, uuid
+from collections import Counter
 from dataclasses import dataclass, field, asdict
 from functools import lru_cache
 from pathlib import Path
@@ -197,12 +202,14 @@ def multikey_examples(lengths=(512, 1024),  # context lengths in tokens
                       n_keys:int=8,         # facts per context
                       n:int=5,              # examples per length
                       filler="britannica",  # "britannica", "pydoc" or "repetitive", or a list of them
+                      answer_prefix:bool=True, # start the reply with "The value of key X is "
                       seed:int=0,
                       count_tokens=approx_tokens,
                      ) -> list:
     "Multi-key retrieval: `n_keys` facts at evenly spread depths, one of them asked."
-    if not isinstance(filler, str): return [e for f in _fillers(filler) for e in multikey_examples(lengths, n_keys, n, f, seed, count_tokens)]
+    if not isinstance(filler, str): return [e for f in _fillers(filler) for e in multikey_examples(lengths, n_keys, n, f, answer_prefix, seed, count_tokens)]
     _check_grid(lengths, [0.0], n); _check_pos_int(n_keys, "n_keys")
+    if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
     out = []
     for length in lengths:
         for i in range(n):
@@ -224,7 +231,7 @@ def multikey_examples(lengths=(512, 1024),  # context lengths in tokens
                                MULTIKEY_QUESTION.format(key=keys[j]), values[j],
                                dict(length=length, n_keys=n_keys, asked=j, key=keys[j], filler=filler, i=i, seed=seed,
                                     depth=round(ctx.index(facts[j]) / len(ctx), 4), n_tokens=count_tokens(ctx)),
-                               MULTIKEY_ANSWER_PREFIX.format(key=keys[j])))
+                               MULTIKEY_ANSWER_PREFIX.format(key=keys[j]) if answer_prefix else ""))
     return out
 
 # %% ../nbs/11_tasks.ipynb #3753769b
@@ -323,6 +330,185 @@ def contains_answer(prediction:str, answer:str) -> bool:
     "RULER's string_match: the answer appears in the prediction (case-insensitive)."
     return answer.strip().lower() in prediction.lower()
 
+# %% ../nbs/11_tasks.ipynb #a1b2c311
+QA_PARAGRAPH = ("In {year}, {person} settled in the town of {town}. On {street} Street, {person} opened a small {trade}, "
+                "which stayed in the family for many years.")
+QA_QUESTIONS = {   # fact -> (question in other words, answer prefix)
+    "town": ("Where did {person} make a new home?", "{person} settled in"),
+    "trade": ("What kind of business did {person} run?", "{person} ran a"),
+    "street": ("On which street did {person} do business?", "It was on"),
+    "year": ("When did {person} move to {town}?", "{person} moved there in"),
+}
+QA_PEOPLE = ("Mara Quillon", "Tobias Venn", "Ilse Markwood", "Pavel Orrin", "Nadia Brightwater", "Oskar Lindqvist",
+             "Helena Sorrel", "Jonas Perrault")
+QA_TRADES = ("bakery", "bookshop", "pharmacy", "bicycle repair shop", "tea room", "print shop", "pottery studio", "clock shop")
+
+def plant(sents:list,   # filler sentences
+          items:list,   # (fraction of the filler's tokens, text) pairs
+          count_tokens=approx_tokens,
+         ) -> str:      # the context
+    "Filler with each item's text at the sentence boundary nearest its fraction (items at one boundary keep their order)."
+    sizes = [count_tokens(" " + s) for s in sents]
+    offsets = [sum(sizes[:i]) for i in range(len(sents) + 1)]
+    cuts = [min(range(len(offsets)), key=lambda i: abs(offsets[i] - f * offsets[-1])) for f, _ in items]
+    parts, prev = [], 0
+    for c, (_, text) in sorted(zip(cuts, items), key=lambda p: p[0]): parts += sents[prev:c] + [text]; prev = c
+    return " ".join(parts + sents[prev:])
+
+def qa_examples(lengths=(1024,),          # context lengths in tokens
+                depths=(0.1, 0.3, 0.5, 0.7, 0.9), # depth of the asked paragraph
+                n:int=1,                  # examples per (filler, length, depth) cell
+                filler="britannica",      # "britannica", "pydoc" or "repetitive", or a list of them
+                answer_prefix:bool=False, # start the reply with the question's prefix ("Mara Quillon settled in")
+                seed:int=0,
+                count_tokens=approx_tokens,
+               ) -> list:                 # list of `Example` (task "qa")
+    "One fact of a paragraph, asked in other words, with a same-shaped paragraph about someone else as distractor."
+    _check_grid(lengths, depths, n)
+    if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
+    out = []
+    for f in _fillers(filler):
+        for length in lengths:
+            for depth in depths:
+                for i in range(n):
+                    rng = random.Random(example_seed("qa", seed, f, length, depth, i))
+                    (p1, p2), (t1, t2) = rng.sample(QA_PEOPLE, 2), rng.sample(QA_TRADES, 2)
+                    facts = [dict(person=p, trade=t, year=str(rng.randrange(1820, 1900)), town=_word(rng).capitalize(),
+                                  street=_word(rng).capitalize()) for p, t in ((p1, t1), (p2, t2))]
+                    paras = [QA_PARAGRAPH.format(**x) for x in facts]
+                    asked = rng.choice(sorted(QA_QUESTIONS))
+                    question, prefix = (s.format(**facts[0]) for s in QA_QUESTIONS[asked])
+                    other = rng.choice([d for d in (0.05, 0.25, 0.5, 0.75, 0.95) if abs(d - depth) >= 0.2])
+                    room = length - sum(count_tokens(" " + p) for p in paras)
+                    ctx = plant(filler_sentences(f, max(1, room), rng, count_tokens), [(depth, paras[0]), (other, paras[1])],
+                                count_tokens)
+                    out.append(Example("qa", f"qa-{f}-L{length}-d{depth:g}-i{i}-s{seed}", ctx, question, facts[0][asked],
+                                       dict(length=length, depth=depth, distractor_depth=other, fact=asked, filler=f,
+                                            distractor=facts[1][asked], i=i, seed=seed, n_tokens=count_tokens(ctx)),
+                                       prefix + " " if answer_prefix else ""))
+    return out
+
+# %% ../nbs/11_tasks.ipynb #a1b2c321
+MULTIVALUE_FACT = "One of the numbers recorded for the {thing} is {value}."
+MULTIVALUE_QUESTION = "Which numbers were recorded for the {thing}? List all of them."
+MULTIVALUE_ANSWER_PREFIX = "The numbers recorded for the {thing} are"
+
+def contains_all(prediction:str, answer:str) -> bool:
+    "RULER's string_match_all: every comma-separated item of `answer` appears in the prediction (case-insensitive)."
+    return all(contains_answer(prediction, a) for a in answer.split(", "))
+
+def multivalue_examples(lengths=(1024,),    # context lengths in tokens
+                        n_values:int=4,     # values stated for the asked thing
+                        n:int=5,            # examples per (filler, length)
+                        filler="britannica",
+                        answer_prefix:bool=False,
+                        seed:int=0,
+                        count_tokens=approx_tokens,
+                       ) -> list:           # list of `Example` (task "multivalue"); answer: the values joined by ", "
+    "Several values of one thing at random depths; the question asks for all of them."
+    _check_grid(lengths, [0.0], n); _check_pos_int(n_values, "n_values")
+    if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
+    out = []
+    for f in _fillers(filler):
+        for length in lengths:
+            for i in range(n):
+                rng = random.Random(example_seed("multivalue", seed, f, length, n_values, i))
+                thing = rng.choice(NEEDLE_THINGS)
+                values = list(dict.fromkeys(needle_value("number", rng) for _ in range(n_values)))
+                facts = [MULTIVALUE_FACT.format(thing=thing, value=v) for v in values]
+                depths = sorted(rng.random() for _ in facts)
+                room = length - sum(count_tokens(" " + x) for x in facts)
+                ctx = plant(filler_sentences(f, max(1, room), rng, count_tokens), list(zip(depths, facts)), count_tokens)
+                out.append(Example("multivalue", f"multivalue-{f}-L{length}-v{n_values}-i{i}-s{seed}", ctx,
+                                   MULTIVALUE_QUESTION.format(thing=thing), ", ".join(values),
+                                   dict(length=length, n_values=len(values), depths=[round(d, 3) for d in depths],
+                                        thing=thing, filler=f, i=i, seed=seed, n_tokens=count_tokens(ctx)),
+                                   MULTIVALUE_ANSWER_PREFIX.format(thing=thing) + " " if answer_prefix else ""))
+    return out
+
+# %% ../nbs/11_tasks.ipynb #a1b2c331
+VARTRACK_QUESTION = "Which variables are assigned the value {value}, directly or through other variables? List all of them."
+VARTRACK_ANSWER_PREFIX = "The variables assigned the value {value} are"
+
+def _var_name(rng:random.Random) -> str: return "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(5))
+
+def vartrack_examples(lengths=(1024,),   # context lengths in tokens
+                      n_hops:int=3,      # assignments after the first, per chain
+                      n:int=5,           # examples per (filler, length)
+                      filler="britannica",
+                      answer_prefix:bool=False,
+                      seed:int=0,
+                      count_tokens=approx_tokens,
+                     ) -> list:          # list of `Example` (task "vartrack"); answer: the chain's names joined by ", "
+    "Two chains of variable assignments in the filler; the question asks for every variable of the first chain."
+    _check_grid(lengths, [0.0], n); _check_pos_int(n_hops, "n_hops")
+    if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
+    out = []
+    for f in _fillers(filler):
+        for length in lengths:
+            for i in range(n):
+                rng = random.Random(example_seed("vartrack", seed, f, length, n_hops, i))
+                names = []
+                while len(names) < 2 * (n_hops + 1):
+                    v = _var_name(rng)
+                    if v not in names: names.append(v)
+                chains = [names[:n_hops + 1], names[n_hops + 1:]]
+                values = [str(v) for v in rng.sample(range(10000, 100000), 2)]
+                items = []
+                for chain, value in zip(chains, values):
+                    depths = sorted(rng.random() for _ in chain)
+                    items += [(d, f"VAR {a} = {value}." if j == 0 else f"VAR {a} = VAR {chain[j - 1]}.")
+                              for j, (d, a) in enumerate(zip(depths, chain))]
+                room = length - sum(count_tokens(" " + x) for _, x in items)
+                ctx = plant(filler_sentences(f, max(1, room), rng, count_tokens), items, count_tokens)
+                out.append(Example("vartrack", f"vartrack-{f}-L{length}-h{n_hops}-i{i}-s{seed}", ctx,
+                                   VARTRACK_QUESTION.format(value=values[0]), ", ".join(chains[0]),
+                                   dict(length=length, n_hops=n_hops, distractors=chains[1], filler=f, i=i, seed=seed,
+                                        n_tokens=count_tokens(ctx)),
+                                   VARTRACK_ANSWER_PREFIX.format(value=values[0]) + " " if answer_prefix else ""))
+    return out
+
+# %% ../nbs/11_tasks.ipynb #a1b2c341
+COMMONWORDS_QUESTION = "What are the {k} most common words in the list above?"
+COMMONWORDS_ANSWER_PREFIX = "The {k} most common words are"
+
+@lru_cache(maxsize=None)
+def source_words(name:str) -> tuple:
+    "The lower-case words of 4-9 letters that occur at least 5 times in `source_text(name)` (no scanning errors), sorted."
+    counts = Counter(re.findall(r"\b[a-z]{4,9}\b", source_text(name)))
+    return tuple(sorted(w for w, c in counts.items() if c >= 5))
+
+def commonwords_examples(lengths=(1024,),  # context lengths in tokens
+                         n_common:int=3,   # frequent words (= words asked for)
+                         common_count:int=20, # occurrences of each frequent word
+                         n:int=5,          # examples per (source, length)
+                         filler="britannica", # where the words come from
+                         answer_prefix:bool=False,
+                         seed:int=0,
+                         count_tokens=approx_tokens,
+                        ) -> list:         # list of `Example` (task "commonwords"); answer: the frequent words joined by ", "
+    "A numbered word list, `n_common` words `common_count` times each and the rest twice; asks for the frequent ones."
+    _check_grid(lengths, [0.0], n); _check_pos_int(n_common, "n_common"); _check_pos_int(common_count, "common_count")
+    if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
+    out = []
+    for f in _fillers(filler):
+        vocab = source_words(f)
+        for length in lengths:
+            for i in range(n):
+                rng = random.Random(example_seed("commonwords", seed, f, length, n_common, common_count, i))
+                words = rng.sample(vocab, min(len(vocab), 1000))
+                common, rare, items = words[:n_common], iter(words[n_common:]), [w for w in words[:n_common] for _ in range(common_count)]
+                while count_tokens(" ".join(f"{j + 1}. {w}" for j, w in enumerate(items))) < length:
+                    w = next(rare); items += [w, w]
+                rng.shuffle(items)
+                ctx = " ".join(f"{j + 1}. {w}" for j, w in enumerate(items))
+                out.append(Example("commonwords", f"commonwords-{f}-L{length}-k{n_common}-c{common_count}-i{i}-s{seed}", ctx,
+                                   COMMONWORDS_QUESTION.format(k=n_common), ", ".join(common),
+                                   dict(length=length, n_common=n_common, common_count=common_count, n_items=len(items),
+                                        filler=f, i=i, seed=seed, n_tokens=count_tokens(ctx)),
+                                   COMMONWORDS_ANSWER_PREFIX.format(k=n_common) + " " if answer_prefix else ""))
+    return out
+
 # %% ../nbs/11_tasks.ipynb #aac205b0
 def document_examples(n:int=8,               # documents (stretches of the source)
                       prefix_tokens:int=512, # tokens compressed
@@ -404,9 +590,14 @@ class Task:
 
 TASKS = {
     "passkey":   Task("passkey", passkey_examples, passkey_correct, "qa", number_complete),
-    "multikey":  Task("multikey", multikey_examples, passkey_correct, "qa", number_complete),
+    "multikey":  Task("multikey", multikey_examples, passkey_correct, "qa", number_complete, 32),  # no prefix: room to restate the key
+
     "multiquestion": Task("multiquestion", multiquestion_examples, passkey_correct, "qa", number_complete),
     "needle":    Task("needle", needle_examples, contains_answer, "qa", max_new_tokens=40),   # no prefix: room for a preamble and a UUID
+    "qa":        Task("qa", qa_examples, contains_answer, "qa", max_new_tokens=24),
+    "multivalue": Task("multivalue", multivalue_examples, contains_all, "qa", max_new_tokens=48),
+    "vartrack":  Task("vartrack", vartrack_examples, contains_all, "qa", max_new_tokens=40),
+    "commonwords": Task("commonwords", commonwords_examples, contains_all, "qa", max_new_tokens=24),
     "fidelity":  Task("fidelity", document_examples, None, "fidelity"),
     "streaming": Task("streaming", streaming_examples, None, "streaming"),
 }

@@ -99,3 +99,32 @@ def test_multiquestion_contexts(filler, n_facts, length):
 def test_an_empty_filler_list_is_refused(make, empty):
     "No filler means no examples: an error naming the argument, never a silent empty grid."
     with pytest.raises(ValueError, match="filler must name at least one text"): make(lengths=[512], filler=empty)
+
+
+# --- the RULER-style tasks: a fact inside a paragraph, several values, variable chains, common words ------------------
+
+NEW_TASKS = ["qa", "multivalue", "vartrack", "commonwords"]
+
+
+@pytest.mark.parametrize("name", NEW_TASKS)
+def test_new_tasks_are_seeded_answerable_and_prefix_optional(name):
+    t = get_task(name)
+    a = t.make(lengths=[400], n=5, filler="pydoc", seed=3)
+    assert [e.context for e in a] == [e.context for e in t.make(lengths=[400], n=5, filler="pydoc", seed=3)]
+    assert [e.context for e in a] != [e.context for e in t.make(lengths=[400], n=5, filler="pydoc", seed=4)]
+    for e in a:
+        assert e.answer_prefix == "" and e.task == name
+        assert all(x in e.context for x in e.answer.split(", "))          # every part of the answer is in the context
+        assert t.score(" and ".join(e.answer.split(", ")), e.answer)      # a reply naming them all is right ...
+        assert not t.score(e.answer.split(", ")[0][:-1] + "#", e.answer)  # ... a reply missing one is not
+    b = t.make(lengths=[400], n=5, filler="pydoc", seed=3, answer_prefix=True)
+    assert [e.context for e in b] == [e.context for e in a] and all(e.answer_prefix.endswith(" ") for e in b)
+
+
+def test_bench_cli_passes_the_prefix_both_ways():
+    from jacap_nb.bench import bench_args
+    base = ["multikey", "--methods", "full", "--out", "x"]
+    assert bench_args(base + ["--no-answer-prefix"])["answer_prefix"] is False
+    assert bench_args(base + ["--answer-prefix"])["answer_prefix"] is True
+    assert "answer_prefix" not in bench_args(base)
+    assert bench_args(["vartrack", "--methods", "full", "--out", "x", "--n-hops", "2"])["n_hops"] == 2
