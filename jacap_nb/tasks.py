@@ -334,9 +334,10 @@ def contains_answer(prediction:str, answer:str) -> bool:
 QA_PARAGRAPH = ("In {year}, {person} settled in the town of {town}. On {street} Street, {person} opened a small {trade}, "
                 "which stayed in the family for many years.")
 QA_QUESTIONS = {   # fact -> (question in other words, answer prefix)
-    "town": ("Where did {person} make a new home?", "{person} settled in"),
+    "town": ("Where did {person} make a new home?", "{person} settled in the town of"),
     "trade": ("What kind of business did {person} run?", "{person} ran a"),
-    "street": ("On which street did {person} do business?", "It was on"),
+    "street": ("On which street did {person} do business?", "{person}'s business was on"),
+
     "year": ("When did {person} move to {town}?", "{person} moved there in"),
 }
 QA_PEOPLE = ("Mara Quillon", "Tobias Venn", "Ilse Markwood", "Pavel Orrin", "Nadia Brightwater", "Oskar Lindqvist",

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Seed 0, full cache only: which task enters which model's table (a task enters where the full cache scores >= 0.8).
+# Usage: bash nbs/results/tasks_seed0/run.sh smollm2|qwen2.5-coder-0.5b OUT [N]   (kvpress environment; N examples per task)
+set -euo pipefail
+model=$1; out=$2; n=${3:-10}
+common=(--model "$model" --methods full --ratios 0.75 --formats blank kvpress --seed 0 --threads 1)
+for prefix in --no-answer-prefix --answer-prefix; do
+  tag=${prefix#--}
+  jacap-nb bench qa          "${common[@]}" $prefix --n $((n / 5)) --out "$out/qa-$tag"     # 5 depths
+  jacap-nb bench multikey    "${common[@]}" $prefix --lengths 1024 --n "$n" --out "$out/multikey-$tag"
+  jacap-nb bench multivalue  "${common[@]}" $prefix --n "$n" --out "$out/multivalue-$tag"
+  jacap-nb bench vartrack    "${common[@]}" $prefix --n "$n" --out "$out/vartrack-$tag"
+  jacap-nb bench commonwords "${common[@]}" $prefix --n "$n" --out "$out/commonwords-$tag"
+done
