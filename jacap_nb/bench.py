@@ -23,7 +23,7 @@ from .presses import SCORERS, make_press, press_config, PressWrapper
 from .budgets import measured_layer_budget
 
 from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode, calibrate_layer_budget
-from .models import cache_kwarg, sliding_window_layers
+from .models import cache_kwarg, empty_cache, sliding_window_layers
 from .report import write_summary, load_rows, markdown_table
 
 # %% ../nbs/12_bench.ipynb #debcfa02
@@ -197,9 +197,12 @@ def compress_prefill(spec:MethodSpec, ratio:float, model, prefill:Prefill,
         else: cache, run = compress_layers(press, model, prefill)
         kept, desc = run.kept_indices, press_config(press)
     secs = time.perf_counter() - t0 + reused
-    held = [getattr(lay, "kept_tokens", lay.keys.shape[2]) for lay in cache.layers]   # per-head budgets: less their padding
-    return cache, dict(kept_tokens=float(sum(held) / len(held)), cache_bytes=cache_bytes(cache),
+    full = [cache.layers[l["layer_idx"]] for l in prefill.layers]                     # the layers a press compresses
+    held = [getattr(lay, "kept_tokens", lay.keys.shape[2]) for lay in full]           # per-head budgets: less their padding
+    windows = sum(lay.keys.nbytes + lay.values.nbytes for i, lay in enumerate(cache.layers) if i in prefill.windows)
+    return cache, dict(kept_tokens=float(sum(held) / len(held)), cache_bytes=cache_bytes(cache), window_bytes=windows,
                        compress_seconds=secs, kept=kept, press=desc)
+
 
 def needs_pipeline(spec:MethodSpec) -> bool:
     "Whether a kvpress method must run in kvpress's pipeline (not a ScorerPress: KVzip, AdaKV, ...)."
@@ -355,8 +358,7 @@ def _fidelity_group(task, group, specs, ratios, fmt, model, tokenizer, store, ou
 @torch.no_grad()
 def _stream_logits(model, press, ids:torch.Tensor, n_prompt:int) -> tuple:
     "(logits predicting ids[n_prompt + 1:] and one more, the final cache, the run), feeding high-water-aligned chunks."
-    from transformers import DynamicCache
-    kw, cache, out, pos = cache_kwarg(model), DynamicCache(), [], n_prompt
+    kw, cache, out, pos = cache_kwarg(model), empty_cache(model), [], n_prompt
     with press(model) as run:
         model(input_ids=ids[:, :n_prompt], **{kw: cache}, logits_to_keep=1)
         while pos < ids.shape[1]:
@@ -381,8 +383,7 @@ def _streaming_group(task, group, specs, ratios, fmt, model, tokenizer, store, o
         if m.backend == "kvpress": raise ValueError("the streaming task runs jacap_nb presses only (kvpress's DecodingPress has other semantics)")
         t0 = time.perf_counter()
         if m.backend == "full":
-            from transformers import DynamicCache
-            cache = DynamicCache()
+            cache = empty_cache(model)
             with torch.no_grad(): model(input_ids=ids, **{cache_kwarg(model): cache}, logits_to_keep=1)
             logits, budget, n_evict = ref, ids.shape[1], 0
         else:
@@ -437,9 +438,10 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     if model is None or isinstance(model, str):
         from jacap_nb.models import load_model
         model, tokenizer = load_model(model or "smollm2")
-    sw = sliding_window_layers(model)
-    if sw and any(s.backend != "full" for s in specs): raise ValueError(
-        f"this model's layers {sw} use sliding-window attention, which the presses do not compress yet; run only 'full'")
+    sw = sliding_window_layers(model)                        # compressed: the other layers; the windows stay as they are
+    if sw and any(needs_pipeline(s) for s in specs): raise ValueError(
+        f"this model's layers {sw} use sliding-window attention; kvpress's pipeline would compress those windows too (and "
+        "our replay harness leaves them alone): run its one-pass presses, which are replayed on the full-attention layers")
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     if any(s.options.get("budget") == CALIBRATED for s in specs):      # measured once per run, saved beside the rows
         lb = calibrate_layer_budget(model, tokenizer, calibration_texts(token_counter(tokenizer)), progress=progress)

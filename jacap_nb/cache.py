@@ -4,11 +4,12 @@
 
 # %% ../nbs/06_cache.ipynb #17a78f81
 from __future__ import annotations
-import functools, json, math, time, warnings, weakref
+import copy, functools, json, math, time, warnings, weakref
 from pathlib import Path
 from contextlib import ExitStack, contextmanager
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
 from functools import cached_property, lru_cache
 import torch
 from torch import Tensor, nn
@@ -23,7 +24,7 @@ __all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'St
 # %% ../nbs/06_cache.ipynb #9ed17776
 from .scoring import select_tokens, _top_sorted
 from .stats import QueryStats, ema_update, rope_mixture, _rope_averages, _rope_mixture
-from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
+from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg, empty_cache
 
 # %% ../nbs/06_cache.ipynb #ed51cc2f
 @lru_cache(maxsize=16)
@@ -310,6 +311,9 @@ class PressRun:
     "State of one application of a press: statistics, kept positions, eviction records, fallbacks (the press's settings are read when it starts)."
     def __init__(self, press, model:nn.Module):
         self.press, self.adapters = press, model_adapters(model)
+        self.window_layers = sliding_window_layers(model)              # sliding-window layers: not compressed, they keep their window
+        self._position = {ad.layer_idx: j for j, ad in enumerate(self.adapters)}   # layer index -> place among the compressed
+
         self._records, self._ages, self.kept_indices, self.stats, self.fallbacks = [], {}, {}, {}, 0
         self.attention_mask, self.step, self._prefill_keep, self._layer_counts, self._warned = None, 0, None, None, False
         lb = getattr(press, "budget", None)
@@ -333,7 +337,9 @@ class PressRun:
         self._rope_cache = {}                                         # `LayerView.rope_cache`: one entry, the current position
 
     def __repr__(self):
-        return f"PressRun({type(self.press).__name__}: {len(self.records)} evictions, {self.fallbacks} fallbacks)"
+        windows = f", sliding-window layers {self.window_layers} kept as they are" if self.window_layers else ""
+        return f"PressRun({type(self.press).__name__}: {len(self.records)} evictions, {self.fallbacks} fallbacks{windows})"
+
 
     def records_df(self):
         "The eviction records as a pandas DataFrame."
@@ -387,7 +393,8 @@ def _set_prefill_budget(run:PressRun, ns:list):
 def _layer_keep(run:PressRun, layer_idx:int) -> list:
     "Each row's prefill budget for one layer."
     if not run._layer_counts or run._layer_counts[0] is None: return run._prefill_keep
-    return [c[layer_idx] for c in run._layer_counts]
+    j = run._position[layer_idx]                                      # counts follow the compressed layers' order
+    return [c[j] for c in run._layer_counts]
 
 def _refuse_batched_global_budget(press, b:int, padded:bool):
     if _global_budget(press) and press.compression_ratio > 0 and (b != 1 or padded): raise ValueError(
@@ -947,13 +954,19 @@ class LayerBudget:
 # %% ../nbs/06_cache.ipynb #b4064332
 _ACTIVE_RUNS = weakref.WeakKeyDictionary()   # model -> the run of the press active on it
 
+def _refuse_replay_with_windows(press, model:nn.Module):
+    sw = sliding_window_layers(model)
+    if sw and getattr(press, "replay", False) and not getattr(press, "discards_cache", False): raise ValueError(
+
+        f"a replay press re-reads the prompt through every layer, and the sliding-window layers {sw} cannot drop the "
+        "re-read tokens again (their window has moved on); use a one-pass press on this model")
+
 @contextmanager
 def apply_press(press,            # an object with the press protocol (e.g. a `jacap_nb.presses.EvictionPress`)
                 model:nn.Module,  # a supported causal LM (Llama, Mistral, Qwen2, Qwen3)
                ):
     "Context manager behind `with press(model) as run:` -- hooks `press` into `model` and yields its `PressRun`."
-    sw = sliding_window_layers(model)
-    if sw: raise ValueError(f"sliding-window attention layers {sw} are not supported (their cache is already a window)")
+    _refuse_replay_with_windows(press, model)
     active = active_run(model)
     if active is not None: raise ValueError(
         f"another press ({type(active.press).__name__}) is already active on this model; nested presses would evict "
@@ -986,16 +999,27 @@ def active_run(model:nn.Module) -> PressRun|None:
 class Prefill:
     "One full-cache prefill of a prompt, captured per layer."
     ids: Tensor      # (B, N) token ids
-    layers: list     # per layer: dict(hidden_states (B, N, D), keys, values (B, Hkv, N, d), position_embeddings (cos, sin), q_proj, k_proj,
-                     # queries: the post-RoPE queries (B, H, N, d) the attention function read, or None under eager attention)
+    layers: list     # per full-attention layer (`model_adapters` order): dict(layer_idx, hidden_states (B, N, D), keys, values
+                     # (B, Hkv, N, d), position_embeddings (cos, sin), q_proj, k_proj, queries: the post-RoPE queries
+                     # (B, H, N, d) the attention function read, or None under eager attention)
     seconds: float   # wall time of the prefill
+    windows: dict = field(default_factory=dict)  # sliding-window layer index -> its cache layer after the prefill (its window)
 
     @property
     def n_tokens(self) -> int: return self.ids.shape[1]
 
-    def full_cache(self) -> DynamicCache:
-        "A `DynamicCache` holding the whole prefill (no compression)."
-        return cache_from_layers([l["keys"] for l in self.layers], [l["values"] for l in self.layers])
+    def full_cache(self, replaced:dict|None=None, # full-attention layer index -> (keys, values) held instead of the prefill's
+                  ) -> DynamicCache:
+        "A `DynamicCache` holding the whole prefill (no compression), each window layer a copy of its own window."
+        full = {l["layer_idx"]: (l["keys"], l["values"]) for l in self.layers}
+        full.update(replaced or {})
+        cache = DynamicCache()
+        for i in range(len(full) + len(self.windows)):
+            if i in self.windows: cache.layers.append(copy.deepcopy(self.windows[i])); continue
+            k, v = full[i]
+            cache.update(k[..., :0, :], v[..., :0, :], i)        # creates layer i as transformers does (an empty update)...
+            cache.layers[i].keys, cache.layers[i].values = k, v  # ... then holds the tensors, without DynamicLayer's concat copy
+        return cache
 
 def cache_from_layers(keys:list, values:list) -> DynamicCache:
     "A `DynamicCache` holding the given per-layer keys/values (B, Hkv, n, d) themselves (not copies: nothing writes in place)."
@@ -1007,14 +1031,16 @@ def cache_from_layers(keys:list, values:list) -> DynamicCache:
 
 @torch.no_grad()
 def capture_prefill(model:nn.Module, ids:Tensor) -> Prefill:
-    "Prefill `ids` (B, N) with a fresh full cache (no padding) and capture every attention layer's hook inputs."
+    "Prefill `ids` (B, N) with a fresh full cache (no padding) and capture every full-attention layer's hook inputs."
     ids = ids.to(model.device)
     layers, hooks, qs, ks, aqs = {}, [], {}, {}, {}
+    cache = empty_cache(model)                                         # windows: bounded layers
     def hook(module, args, kwargs, output):
         lay = kwargs.get("cache", kwargs.get("past_key_values")).layers[module.layer_idx]
-        layers[module.layer_idx] = dict(hidden_states=kwargs["hidden_states"], keys=lay.keys, values=lay.values,
-                                        position_embeddings=kwargs["position_embeddings"], q_proj=qs.pop(module.layer_idx),
-                                        k_proj=ks.pop(module.layer_idx), queries=aqs.pop(module.layer_idx, None))
+        layers[module.layer_idx] = dict(layer_idx=module.layer_idx, hidden_states=kwargs["hidden_states"], keys=lay.keys,
+                                        values=lay.values, position_embeddings=kwargs["position_embeddings"],
+                                        q_proj=qs.pop(module.layer_idx), k_proj=ks.pop(module.layer_idx),
+                                        queries=aqs.pop(module.layer_idx, None))
     with keep_attention_queries():
         try:
             for ad in model_adapters(model):
@@ -1022,11 +1048,12 @@ def capture_prefill(model:nn.Module, ids:Tensor) -> Prefill:
                 hooks += [ad.q_proj.register_forward_hook(_projection_hook(qs, ad.layer_idx)),
                           ad.k_proj.register_forward_hook(_projection_hook(ks, ad.layer_idx)), _listen_to_queries(ad.module, aqs)]
             t0 = time.perf_counter()
-            getattr(model, "model", model)(input_ids=ids, **{cache_kwarg(model): DynamicCache()})
+            getattr(model, "model", model)(input_ids=ids, **{cache_kwarg(model): cache})
             secs = time.perf_counter() - t0
         finally:
             for h in hooks: h.remove()
-    return Prefill(ids, [layers[i] for i in range(len(layers))], secs)
+    windows = {i: cache.layers[i] for i in sliding_window_layers(model)}
+    return Prefill(ids, [layers[ad.layer_idx] for ad in model_adapters(model)], secs, windows)
 
 @torch.no_grad()
 def compress_layers(press,              # the press to apply
@@ -1035,10 +1062,9 @@ def compress_layers(press,              # the press to apply
                    ) -> tuple:          # (DynamicCache of the kept tokens, the `PressRun`)
     "Prefill compression of a captured prefill, equal to a prefill with `press` hooked in."
     press = press.resolve(model)                                       # budget='auto': the model's measured budget
-
-    sw = sliding_window_layers(model)
-    if sw: raise ValueError(f"sliding-window attention layers {sw} are not supported (their cache is already a window)")
+    _refuse_replay_with_windows(press, model)
     if getattr(press, "replay", False): return _compress_replay(press, model, prefill)
+
     run = PressRun(press, model)
     if len(prefill.layers) != len(run.adapters): raise ValueError(
         f"the prefill holds {len(prefill.layers)} layers; the model has {len(run.adapters)} attention layers")

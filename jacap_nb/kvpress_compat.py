@@ -27,7 +27,7 @@ if not kvpress_available():
 # %% ../nbs/09_kvpress_compat.ipynb #0f4e59e2
 import kvpress
 from kvpress import ScorerPress
-from .cache import LayerView, Prefill, cache_from_layers, rank_protect
+from .cache import LayerView, Prefill, rank_protect
 from .models import attention_adapter
 from .presses import Scorer, Jacap
 from .stats import QueryStats
@@ -116,9 +116,10 @@ def kvpress_replay(press,               # a kvpress ScorerPress (or any press wi
     "kvpress's per-layer `compress` replayed on a captured prefill (what its hook would do during that prefill)."
     from kvpress.utils import compute_n_kept
     scored = isinstance(press, ScorerPress) and type(press).compress is ScorerPress.compress   # e.g. PyramidKV overrides it
-    keys, values, kept = [], [], {}
+    replaced, kept, modules = {}, {}, _attention_modules(model)
     with press(model):        # what entering does (post_init_from_model, rotary_emb on each module), no forward pass
-        for i, (attn, lay) in enumerate(zip(_attention_modules(model), prefill.layers)):
+        for lay in prefill.layers:                 # the full-attention layers (a model's sliding windows stay as they are)
+            i, attn = lay["layer_idx"], modules[lay["layer_idx"]]
             kw = dict(position_embeddings=lay["position_embeddings"], hidden_states=lay["hidden_states"])
             if scored:        # ScorerPress.compress is score + top-k: do it here to keep the positions
                 s = press.score(attn, lay["hidden_states"], lay["keys"], lay["values"], None, kw)
@@ -126,8 +127,9 @@ def kvpress_replay(press,               # a kvpress ScorerPress (or any press wi
                 g = lambda t: t.gather(2, idx[..., None].expand(-1, -1, -1, t.shape[-1])).contiguous()
                 k, v, kept[i] = g(lay["keys"]), g(lay["values"]), idx
             else: k, v = press.compress(attn, lay["hidden_states"], lay["keys"], lay["values"], None, kw)
-            keys.append(k); values.append(v)
-    return cache_from_layers(keys, values), (kept if scored else None)
+            replaced[i] = (k, v)
+    return prefill.full_cache(replaced), (kept if scored else None)
+
 
 # %% ../nbs/09_kvpress_compat.ipynb #dafb7c0c
 def kvpress_generate(pipe,                  # pipeline("kv-press-text-generation", model=..., tokenizer=...)

@@ -16,7 +16,7 @@ from .stats import _rotate_half                      # RoPE's half rotation, sha
 __all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'PROBE_TEXT', 'PROBE_IDS', 'CHUNKED_MODELS', 'GPU_MODEL', 'SUPPORTED_ATTENTION',
            'smollm2_gguf_dir', 'smollm2_cache_dir', 'load_smollm2', 'ChunkedGGUF', 'chunked_gguf_path', 'load_chunked',
            'default_model', 'load_model', 'AttentionAdapter', 'attention_adapter', 'model_adapters',
-           'sliding_window_layers', 'cache_kwarg', 'output_cache', 'tiny_model']
+           'sliding_window_layers', 'empty_cache', 'cache_kwarg', 'output_cache', 'tiny_model']
 
 # %% ../nbs/05_models.ipynb #604cf2a6
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -191,7 +191,8 @@ def load_model(name:str|None=None, # "smollm2", a key of `CHUNKED_MODELS`, a hub
     return model.eval(), AutoTokenizer.from_pretrained(name)
 
 # %% ../nbs/05_models.ipynb #5f45b6be
-SUPPORTED_ATTENTION = {"LlamaAttention": "llama", "MistralAttention": "mistral", "Qwen2Attention": "qwen2", "Qwen3Attention": "qwen3"}
+SUPPORTED_ATTENTION = {"LlamaAttention": "llama", "MistralAttention": "mistral", "Qwen2Attention": "qwen2", "Qwen3Attention": "qwen3",
+                       "Gemma3Attention": "gemma3"}
 
 
 @dataclass
@@ -206,7 +207,8 @@ class AttentionAdapter:
     num_heads: int           # query heads H
     num_kv_heads: int        # KV heads Hkv (H % Hkv == 0)
     head_dim: int            # d
-    rotary: nn.Module        # the model's rotary embedding: rotary(x, position_ids) -> (cos, sin)
+    rotary: nn.Module        # the model's rotary embedding: rotary(x, position_ids[, layer_type]) -> (cos, sin)
+    layer_type: str|None = None # the rotary's layer type where it has one per type (Gemma 3: "full_attention"), else None
 
     @property
     def group(self) -> int: return self.num_heads // self.num_kv_heads
@@ -256,7 +258,7 @@ class AttentionAdapter:
 
     def rope(self, ref:Tensor, positions:Tensor) -> tuple:
         "(cos, sin) for integer `positions` (B, T) or (1, T)."
-        return self.rotary(ref, positions)
+        return self.rotary(ref, positions) if self.layer_type is None else self.rotary(ref, positions, self.layer_type)
 
 # %% ../nbs/05_models.ipynb #a2ff3ac4
 def _decoder(model:nn.Module) -> nn.Module:
@@ -269,26 +271,37 @@ def _decoder(model:nn.Module) -> nn.Module:
 def attention_adapter(attn:nn.Module,    # an attention module
                       rotary:nn.Module,  # the model's rotary embedding
                      ) -> AttentionAdapter:
-    "Adapter for a Llama / Mistral / Qwen2 / Qwen3 attention module; ValueError for anything else."
+    "Adapter for a Llama / Mistral / Qwen2 / Qwen3 / Gemma 3 attention module; ValueError for anything else."
     name = type(attn).__name__
     if name not in SUPPORTED_ATTENTION:
         raise ValueError(f"unsupported attention class {name}; supported: {', '.join(SUPPORTED_ATTENTION)}")
     cfg = attn.config
-    h, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+    h, hkv, d = cfg.num_attention_heads, cfg.num_key_value_heads, attn.head_dim
+    scaling = getattr(attn, "scaling", d ** -0.5)
+    if abs(scaling - d ** -0.5) > 1e-6 * d ** -0.5: raise ValueError(        # the scorers' softmax is q.k / sqrt(d)
+        f"{name} scales its logits by {scaling:g}, not 1/sqrt(head_dim) = {d ** -0.5:g} (query_pre_attn_scalar differs "
+        "from head_dim): the scorers would see other attention than the model's; not supported")
+    layer_type = (getattr(attn, "layer_type", None) or "full_attention") if SUPPORTED_ATTENTION[name] == "gemma3" else None
     return AttentionAdapter(module=attn, layer_idx=attn.layer_idx, q_proj=attn.q_proj, q_norm=getattr(attn, "q_norm", None),
                             k_proj=attn.k_proj, k_norm=getattr(attn, "k_norm", None),
-                            num_heads=h, num_kv_heads=hkv, head_dim=attn.head_dim, rotary=rotary)
+                            num_heads=h, num_kv_heads=hkv, head_dim=d, rotary=rotary, layer_type=layer_type)
+
 
 _ADAPTERS = weakref.WeakKeyDictionary()   # model -> its adapters, built once (every press run and capture asks for them)
 
 def model_adapters(model:nn.Module) -> list:
-    "One `AttentionAdapter` per decoder layer; ValueError naming the supported classes for any other model."
+    "One `AttentionAdapter` per full-attention decoder layer -- the layers a press compresses; a sliding-window layer keeps its own bounded window. ValueError for unsupported classes, or where every layer is a window."
     base = _decoder(model)
-    attns = [layer.self_attn if hasattr(layer, "self_attn") else layer for layer in base.layers]
+    sliding = set(sliding_window_layers(model))
+    attns = [layer.self_attn if hasattr(layer, "self_attn") else layer for i, layer in enumerate(base.layers) if i not in sliding]
+    if not attns: raise ValueError(
+        f"every layer of {type(model).__name__} uses sliding-window attention: its cache is already bounded by the window, "
+        "there is no full-attention layer for a press to compress")
     got = _ADAPTERS.get(model)
     if got is None or len(got) != len(attns) or any(a.module is not m or a.rotary is not base.rotary_emb for a, m in zip(got, attns)):
         got = _ADAPTERS[model] = [attention_adapter(m, base.rotary_emb) for m in attns]
     return list(got)
+
 
 # %% ../nbs/05_models.ipynb #15063453
 def sliding_window_layers(model:nn.Module) -> list:
@@ -299,7 +312,13 @@ def sliding_window_layers(model:nn.Module) -> list:
     return list(range(cfg.num_hidden_layers)) if getattr(cfg, "sliding_window", None) else []
 
 # %% ../nbs/05_models.ipynb #f144fcc3
+def empty_cache(model:nn.Module):
+    "A new `DynamicCache` for `model`: built from its config where some layers are sliding windows (they keep only their window, as in transformers' own `generate`), else lazily."
+    from transformers import DynamicCache
+    return DynamicCache(config=model.config) if sliding_window_layers(model) else DynamicCache()
+
 def cache_kwarg(model:nn.Module) -> str:
+
     "Name of the cache argument of `model.forward`: 'cache' (transformers >= 5.2x) or 'past_key_values'."
     import inspect
     return "cache" if "cache" in inspect.signature(type(_decoder(model)).forward).parameters else "past_key_values"
@@ -310,19 +329,22 @@ def output_cache(output):
     return c if c is not None else getattr(output, "past_key_values", None)
 
 # %% ../nbs/05_models.ipynb #7b4cbbd4
-def tiny_model(arch:str="llama", # "llama", "mistral", "qwen2" or "qwen3"
+def tiny_model(arch:str="llama", # "llama", "mistral", "qwen2", "qwen3" or "gemma3" (layer 0 a sliding window of 8, layer 1 full)
                seed:int=0,       # weight-initialisation seed
                **overrides,      # extra config fields
               ) -> nn.Module:
     "A 2-layer random-weight causal LM (hidden 64, 4 q heads / 2 kv heads, vocab 128) in float32, eval mode."
     import transformers as tr
     classes = {"llama": ("LlamaConfig", "LlamaForCausalLM"), "mistral": ("MistralConfig", "MistralForCausalLM"),
-               "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM")}
+               "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+               "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM")}
     if arch not in classes: raise ValueError(f"arch must be one of {', '.join(classes)}; got {arch!r}")
     kw = dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
               num_key_value_heads=2, head_dim=16, max_position_embeddings=4096, rope_theta=10000.0,
               tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     if arch == "mistral": kw["sliding_window"] = None
+    if arch == "gemma3": kw.update(layer_types=["sliding_attention", "full_attention"], sliding_window=8, query_pre_attn_scalar=16)
+
     kw.update(overrides)
     torch.manual_seed(seed)
     cfg = getattr(tr, classes[arch][0])(**kw)

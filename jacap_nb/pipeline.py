@@ -18,7 +18,7 @@ __all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt',
 
 # %% ../nbs/08_pipeline.ipynb #6f7b82bc
 from .cache import PressRun, LayerBudget, cache_bytes, head_masks, _check_int
-from .models import cache_kwarg, model_adapters
+from .models import cache_kwarg, empty_cache, model_adapters
 from .presses import EvictionPress, PressWrapper, Jacap, Scorer
 from .budgets import layer_budget_from_ids
 
@@ -131,8 +131,7 @@ def compress_context(model:nn.Module, tokenizer,
     ids, _ = encode_prompt(tokenizer, context, ["?"], "", separator)
     if press is not None: press.prefill_keep(ids.shape[1])            # a too-short prompt fails here, before the model
     if press is not None: press = press.resolve(model, tokenizer)     # budget='auto': measured with this tokenizer
-    from transformers import DynamicCache
-    cache, t0 = DynamicCache(), time.perf_counter()
+    cache, t0 = empty_cache(model), time.perf_counter()
     with (press(model) if press is not None else nullcontext()) as run:
         getattr(model, "model", model)(input_ids=ids.to(model.device), **{cache_kwarg(model): cache})
     return CompressedContext(cache, ids.shape[1], run, separator, time.perf_counter() - t0)
@@ -171,9 +170,9 @@ def generate(model:nn.Module, tokenizer,
         press.prefill_keep(ctx_ids.shape[1])
         press = press.resolve(model, tokenizer)
 
-        from transformers import DynamicCache
-        cache = DynamicCache()
+        cache = empty_cache(model)
         with torch.no_grad(), press(model):
+
             getattr(model, "model", model)(input_ids=ctx_ids.to(model.device), **{cache_kwarg(model): cache})
             out = greedy_decode(model, tokenizer, cache, q_ids, ctx_ids.shape[1], max_new_tokens, stop)
         return out if single else [out]

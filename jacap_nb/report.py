@@ -41,6 +41,9 @@ def summarize(rows:list, by:tuple=("method", "ratio", "format")) -> list:
             if v is not None: s[f] = v
         mib = _mean([r["cache_bytes"] / 2**20 for r in rs if r.get("cache_bytes") is not None])
         if mib is not None: s["cache_mib"] = mib
+        win = _mean([r["window_bytes"] / 2**20 for r in rs if r.get("window_bytes")])   # sliding windows: in cache_mib, not compressed
+        if win is not None: s["window_mib"] = win
+
         if s.get("compress_seconds") is not None and s.get("prefill_seconds"):
             s["prefills"] = s["compress_seconds"] / s["prefill_seconds"]      # compression cost in prefill-equivalents
         out.append(s)
@@ -60,7 +63,7 @@ def write_summary(out_dir, rows:list) -> list:
 # %% ../nbs/13_report.ipynb #51018726
 ROW_FIELDS = ("task", "uid", "method", "ratio", "format", "correct", "prediction", "answer", "needle_kept", "kl", "top1",
               "ppl_full", "ppl_comp", "n_positions", "max_cache_tokens", "eviction_events", "context_tokens", "kept_tokens",
-              "cache_bytes", "prefill_seconds", "compress_seconds", "decode_seconds", "pipeline_seconds")
+              "cache_bytes", "window_bytes", "prefill_seconds", "compress_seconds", "decode_seconds", "pipeline_seconds")
 META_FIELDS = ("length", "depth", "measured_depth", "n_keys", "filler", "source", "prefix_tokens", "continuation_tokens",
                "context_id", "question_index", "seed")
 

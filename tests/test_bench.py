@@ -278,3 +278,20 @@ def test_answer_token_positions_cover_the_answer(fmt, task, opts, smol_tok):
         text = smol_tok.decode(ids[0, pos])
         assert text.replace(" ", "").count(e.answer) >= 2 or text.count(e.answer[:3]) >= 2, (text, e.answer)
         assert len(pos) <= 2 * len(e.answer) + 4                       # digits, and nothing far from them
+
+
+def test_hybrid_model_rows_equal_generate_and_count_the_windows(tmp_path):
+    "Gemma 3 (a window layer, a full layer): the bench's replayed rows are generate()'s answers; the window's bytes are reported."
+    model, tok = tiny_model("gemma3", seed=1), CharTokenizer()
+    methods = ["full", "jacap:budget=uniform", "knorm"]
+    run_bench("passkey", methods, [0.5], tmp_path, model, tok, formats=["blank"], max_new_tokens=5, progress=False, **OPTS)
+    rows = load_rows(tmp_path)
+    exs = {e.uid: e for e in get_task("passkey").make(count_tokens=token_counter(tok), **OPTS)}
+    for r in rows:
+        e = exs[r["uid"]]
+        want = generate(model, tok, e.context, e.question, _press(r["method"], r["ratio"]), 5, e.answer_prefix,
+                        PROMPT_FORMATS["blank"], stop=get_task("passkey").done)
+        assert r["prediction"] == want, r["method"]
+        assert r["window_bytes"] == 2 * 2 * 7 * 16 * 4                 # keys + values, 2 KV heads x 7 slots x 16 dims, fp32
+        n = r["context_tokens"]
+        assert r["kept_tokens"] == (n if r["method"] == "full" else make_press("knorm", 0.5).prefill_keep(n))  # the full layer

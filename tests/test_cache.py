@@ -361,12 +361,10 @@ def test_prompt_dependent_errors_before_any_layer(kw, match, models):
 
 @pytest.mark.parametrize("case,match", [
     ("gpt2", "LlamaAttention, MistralAttention, Qwen2Attention, Qwen3Attention"),
-    ("mistral-sliding", r"sliding-window attention layers \[0, 1\] are not supported"),
-    ("qwen2-one-sliding-layer", r"sliding-window attention layers \[1\] are not supported")])
+    ("mistral-sliding", r"every layer of MistralForCausalLM uses sliding-window attention")])
 def test_unsupported_models_are_refused(case, match):
     model = {"gpt2": lambda: GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64)),
-             "mistral-sliding": lambda: tiny_model("mistral", sliding_window=16),
-             "qwen2-one-sliding-layer": lambda: tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)}[case]()
+             "mistral-sliding": lambda: tiny_model("mistral", sliding_window=16)}[case]()
     with pytest.raises(ValueError, match=match):
         with make_press("jacap", 0.5)(model): pass
     assert active_run(model) is None
@@ -374,11 +372,11 @@ def test_unsupported_models_are_refused(case, match):
 
 @pytest.mark.parametrize("case", ["mistral-sliding", "qwen2-one-sliding-layer"])
 def test_replay_refuses_sliding_window_models(case):
+    "All layers windows: nothing to compress (refused when captured); one window: a replay press is refused."
     model = tiny_model("mistral", sliding_window=16) if case == "mistral-sliding" else \
         tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)
-    pre = capture_prefill(model, rand_ids(40))
     with pytest.raises(ValueError, match="sliding-window"):
-        compress_layers(make_press("knorm", 0.5), model, pre)
+        compress_layers(make_press("jacap", 0.5, queries="replay"), model, capture_prefill(model, rand_ids(40)))
 
 
 def test_press_needs_a_2d_mask(models):
@@ -664,3 +662,58 @@ def test_press_leaves_the_model_as_it_was(name, budget):
     with pytest.raises(KeyboardInterrupt):
         with press(m): raise KeyboardInterrupt
     assert _attached(m) == before
+
+
+# --- hybrid attention: a press compresses the full-attention layers, the sliding windows stay as they are ---------------
+
+@pytest.mark.parametrize("name", ["jacap", "knorm", "snapkv"])
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("budget", ["uniform", "measured"])
+def test_hybrid_model_compresses_its_full_layers_only(name, attn, budget):
+    "Gemma 3 (layer 0: a window of 8, layer 1: full): the window is untouched, and eviction == masking on the full layer."
+    m = tiny_model("gemma3", seed=5); m.set_attn_implementation(attn)
+    n, q, kw = 40, 3, cache_kwarg(m)
+    b = LayerBudget((0.5, 1.0), ((0.9, 0.6),), "one full layer") if budget == "measured" else "uniform"   # row 0 = layer 1
+    ids, nxt, pos = rand_ids(n), rand_ids(q), torch.arange(n, n + q)[None]
+    full, cache = DynamicCache(config=m.config), DynamicCache(config=m.config)
+    with torch.no_grad():
+        m(input_ids=ids, **{kw: full})
+        with make_press(name, 0.5, budget=b)(m) as run: m(input_ids=ids, **{kw: cache})
+    assert type(cache.layers[0]).__name__ == "DynamicSlidingWindowLayer" and physical(cache) == [7, 20]
+    torch.testing.assert_close(cache.layers[0].keys, full.layers[0].keys)                   # the window as it was
+    assert [r["layer"] for r in run.records] == [1] and run.window_layers == [0] and "[0] kept as they are" in repr(run)
+    mk = torch.zeros(1, 4, q, n + q, dtype=torch.bool)                                       # the full layer's kept positions
+    for h in range(4): mk[0, h, :, run.kept_indices[1][0, h // 2]] = True
+    mk[..., n:] = torch.tril(torch.ones(q, q, dtype=torch.bool))
+    add = torch.zeros(mk.shape).masked_fill(~mk, torch.finfo(torch.float32).min)
+    ref_model = tiny_model("gemma3", seed=5); ref_model.set_attn_implementation(attn)
+    hd = ref_model.model.layers[1].self_attn.register_forward_pre_hook(
+        lambda mod, a, k: (a, {**k, "attention_mask": mk if attn == "sdpa" else add}), with_kwargs=True)
+    with torch.no_grad():
+        ref = ref_model(input_ids=nxt, position_ids=pos, **{kw: copy.deepcopy(full)}).logits
+        hd.remove()
+        with head_masks(m, cache): out = m(input_ids=nxt, position_ids=pos, **{kw: copy.deepcopy(cache)}).logits
+        unmasked = ref_model(input_ids=nxt, position_ids=pos, **{kw: copy.deepcopy(full)}).logits
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    assert (out - unmasked).abs().max() > 1e-4                                               # the eviction did change something
+    pre = capture_prefill(m, ids)                                                            # hooked == replayed
+    replayed, run2 = compress_layers(make_press(name, 0.5, budget=b), m, pre)
+    assert torch.equal(run2.kept_indices[1], run.kept_indices[1]) and physical(replayed) == [7, 20]
+    assert _no_hooks(m)
+
+
+def test_hybrid_model_refuses_a_replay_press():
+    m = tiny_model("gemma3")
+    with pytest.raises(ValueError, match=r"sliding-window layers \[0\] cannot drop the re-read tokens"):
+        with make_press("jacap", 0.5, queries="replay")(m): pass
+    with pytest.raises(ValueError, match="sliding-window layers"):
+        compress_layers(make_press("jacap", 0.5, queries="replay"), m, capture_prefill(m, rand_ids(20)))
+    assert _no_hooks(m)
+
+
+def test_qwen2_with_one_window_layer_compresses_the_other():
+    m = tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)
+    cache = DynamicCache(config=m.config)
+    with torch.no_grad(), make_press("knorm", 0.5)(m) as run: m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
+    assert run.window_layers == [1] and [r["layer"] for r in run.records] == [0]
+    assert physical(cache) == [20, 7]                                # layer 0 compressed, layer 1 its window of 8 - 1
