@@ -36,7 +36,6 @@ class ReplayAttentionProbe:
     discards_cache: bool = True                # its cache is thrown away: windows that hold re-read tokens do no harm
     stats: StatsConfig = field(default_factory=lambda: StatsConfig(recent=64, moments=False))
 
-
     def __call__(self, model:nn.Module): return apply_press(self, model)
     def resolve(self, model:nn.Module, tokenizer=None) -> "ReplayAttentionProbe": return self   # nothing model-dependent
     @property

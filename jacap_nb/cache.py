@@ -7,9 +7,7 @@ from __future__ import annotations
 import copy, functools, json, math, time, warnings, weakref
 from pathlib import Path
 from contextlib import ExitStack, contextmanager
-
 from dataclasses import dataclass, field, replace
-
 from functools import cached_property, lru_cache
 import torch
 from torch import Tensor, nn
@@ -67,7 +65,6 @@ class CompressedLayer(DynamicLayer):
                 "this cache was compressed with budgets that differ between layers or heads (each layer needs its own "
                 "mask, padding slots must stay unseen) but the forward pass ran without those masks: run it inside "
                 "`with jacap_nb.cache.head_masks(model):` (a press's own run and jacap_nb's decoding functions do)")
-
             self._masked = False
             self.slot_valid = torch.cat([self.slot_valid, self.slot_valid.new_ones(b, h, q)], -1)
         if self._positions is not None:                                      # evicted before: append the new positions
@@ -313,7 +310,6 @@ class PressRun:
         self.press, self.adapters = press, model_adapters(model)
         self.window_layers = sliding_window_layers(model)              # sliding-window layers: not compressed, they keep their window
         self._position = {ad.layer_idx: j for j, ad in enumerate(self.adapters)}   # layer index -> place among the compressed
-
         self._records, self._ages, self.kept_indices, self.stats, self.fallbacks = [], {}, {}, {}, 0
         self.attention_mask, self.step, self._prefill_keep, self._layer_counts, self._warned = None, 0, None, None, False
         lb = getattr(press, "budget", None)
@@ -729,7 +725,6 @@ def _finish_replay(run:PressRun, model:nn.Module, cache):
 def _post_forward(run:PressRun, model:nn.Module):
     @torch.no_grad()                                                         # eviction is no part of a graph, grad on or off
     def hook(mod, args, kwargs, out):
-
         if run._replaying: return
         if run._deferred and run._prompt_ids is None: return _evict_heads(run)   # per-head budgets, no replay pass
         if run._prompt_ids is None or run.press.compression_ratio == 0: return
@@ -957,7 +952,6 @@ _ACTIVE_RUNS = weakref.WeakKeyDictionary()   # model -> the run of the press act
 def _refuse_replay_with_windows(press, model:nn.Module):
     sw = sliding_window_layers(model)
     if sw and getattr(press, "replay", False) and not getattr(press, "discards_cache", False): raise ValueError(
-
         f"a replay press re-reads the prompt through every layer, and the sliding-window layers {sw} cannot drop the "
         "re-read tokens again (their window has moved on); use a one-pass press on this model")
 
@@ -979,7 +973,6 @@ def apply_press(press,            # an object with the press protocol (e.g. a `j
             if not masked[0]: owned.enter_context(head_masks(model)); masked[0] = True
         if _uneven_layers(press): mask_heads()
         run._mask_heads = mask_heads
-
         if run._reads_queries: owned.enter_context(keep_attention_queries())   # before any layer listens
         dec = getattr(model, "model", model)
         hooks = [dec.register_forward_pre_hook(_pre_forward(run), with_kwargs=True),
@@ -1064,7 +1057,6 @@ def compress_layers(press,              # the press to apply
     press = press.resolve(model)                                       # budget='auto': the model's measured budget
     _refuse_replay_with_windows(press, model)
     if getattr(press, "replay", False): return _compress_replay(press, model, prefill)
-
     run = PressRun(press, model)
     if len(prefill.layers) != len(run.adapters): raise ValueError(
         f"the prefill holds {len(prefill.layers)} layers; the model has {len(run.adapters)} attention layers")

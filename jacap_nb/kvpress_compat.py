@@ -130,7 +130,6 @@ def kvpress_replay(press,               # a kvpress ScorerPress (or any press wi
             replaced[i] = (k, v)
     return prefill.full_cache(replaced), (kept if scored else None)
 
-
 # %% ../nbs/09_kvpress_compat.ipynb #dafb7c0c
 def kvpress_generate(pipe,                  # pipeline("kv-press-text-generation", model=..., tokenizer=...)
                      context:str, questions:list, press=None,

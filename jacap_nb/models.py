@@ -302,7 +302,6 @@ def model_adapters(model:nn.Module) -> list:
         got = _ADAPTERS[model] = [attention_adapter(m, base.rotary_emb) for m in attns]
     return list(got)
 
-
 # %% ../nbs/05_models.ipynb #15063453
 def sliding_window_layers(model:nn.Module) -> list:
     "Indices of the layers that use sliding-window attention (their cache is not a full cache)."
@@ -344,7 +343,6 @@ def tiny_model(arch:str="llama", # "llama", "mistral", "qwen2", "qwen3" or "gemm
               tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
     if arch == "mistral": kw["sliding_window"] = None
     if arch == "gemma3": kw.update(layer_types=["sliding_attention", "full_attention"], sliding_window=8, query_pre_attn_scalar=16)
-
     kw.update(overrides)
     torch.manual_seed(seed)
     cfg = getattr(tr, classes[arch][0])(**kw)

@@ -79,7 +79,6 @@ def greedy_decode(model:nn.Module, tokenizer, cache,  # the (compressed) cache o
             nxt, p = int(out.logits[0, -1].argmax()), p + 1
     return tokenizer.decode(new, skip_special_tokens=True)
 
-
 # %% ../nbs/08_pipeline.ipynb #3062677b
 @dataclass
 class CompressedContext:
@@ -172,7 +171,6 @@ def generate(model:nn.Module, tokenizer,
 
         cache = empty_cache(model)
         with torch.no_grad(), press(model):
-
             getattr(model, "model", model)(input_ids=ctx_ids.to(model.device), **{cache_kwarg(model): cache})
             out = greedy_decode(model, tokenizer, cache, q_ids, ctx_ids.shape[1], max_new_tokens, stop)
         return out if single else [out]

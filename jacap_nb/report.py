@@ -43,7 +43,6 @@ def summarize(rows:list, by:tuple=("method", "ratio", "format")) -> list:
         if mib is not None: s["cache_mib"] = mib
         win = _mean([r["window_bytes"] / 2**20 for r in rs if r.get("window_bytes")])   # sliding windows: in cache_mib, not compressed
         if win is not None: s["window_mib"] = win
-
         if s.get("compress_seconds") is not None and s.get("prefill_seconds"):
             s["prefills"] = s["compress_seconds"] / s["prefill_seconds"]      # compression cost in prefill-equivalents
         out.append(s)

@@ -145,7 +145,6 @@ def decode_overhead(model, ids, steps:int=64, segment:int=8) -> dict:
     hook_s = hook_acc[0] / (len(h) * segment)
     return dict(step_s=min(p), hooked_step_s=min(h), overhead=min(h) / min(p) - 1, hook_s=hook_s, hook_share=hook_s / min(p))
 
-
 # %% ../nbs/15_speed.ipynb #b5bd5c9d
 def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=Jacap.block, halo:int=Jacap.halo) -> dict:
     "Multiply-adds and exponentials of the default Jacap scorer for one layer (dominant terms)."

@@ -337,7 +337,6 @@ QA_QUESTIONS = {   # fact -> (question in other words, answer prefix)
     "town": ("Where did {person} make a new home?", "{person} settled in the town of"),
     "trade": ("What kind of business did {person} run?", "{person} ran a"),
     "street": ("On which street did {person} do business?", "{person}'s business was on"),
-
     "year": ("When did {person} move to {town}?", "{person} moved there in"),
 }
 QA_PEOPLE = ("Mara Quillon", "Tobias Venn", "Ilse Markwood", "Pavel Orrin", "Nadia Brightwater", "Oskar Lindqvist",
@@ -592,7 +591,6 @@ class Task:
 TASKS = {
     "passkey":   Task("passkey", passkey_examples, passkey_correct, "qa", number_complete),
     "multikey":  Task("multikey", multikey_examples, passkey_correct, "qa", number_complete, 32),  # no prefix: room to restate the key
-
     "multiquestion": Task("multiquestion", multiquestion_examples, passkey_correct, "qa", number_complete),
     "needle":    Task("needle", needle_examples, contains_answer, "qa", max_new_tokens=40),   # no prefix: room for a preamble and a UUID
     "qa":        Task("qa", qa_examples, contains_answer, "qa", max_new_tokens=24),
