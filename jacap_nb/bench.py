@@ -17,8 +17,10 @@ __all__ = ['CALIBRATED', 'PROTOCOL', 'RUNNERS', 'calibration_texts', 'MethodSpec
            'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
-from .tasks import Example, get_task, TASKS, token_counter, token_fidelity, filler_sentences
-from .cache import capture_prefill, compress_layers, cache_bytes, head_masks, Prefill, LayerBudget
+from .tasks import get_task, TASKS, token_fidelity
+from .texts import Example, token_counter, filler_sentences
+from .cache import capture_prefill, compress_layers, head_masks, Prefill, LayerBudget
+from .cache_layer import cache_bytes
 from .presses import SCORERS, make_press, press_config, PressWrapper
 from .budgets import measured_layer_budget
 
@@ -31,7 +33,7 @@ CALIBRATED = "calibrated"   # budget=calibrated: a LayerBudget measured on `cali
 
 def _saved_budget(b) -> bool: return isinstance(b, str) and b.endswith(".json")   # budget=<file>.json: LayerBudget.save
 
-def calibration_texts(count_tokens=None,            # text -> tokens (default: `jacap_nb.tasks.approx_tokens`)
+def calibration_texts(count_tokens=None,            # text -> tokens (default: `jacap_nb.texts.approx_tokens`)
                       lengths=(1024, 2048),         # tokens per text
                       sources=("britannica", "pydoc"),
                       seed:int=99,                  # no task draws from this seed by default (selection 0, held out 1 and 2)

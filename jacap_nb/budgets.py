@@ -17,9 +17,12 @@ __all__ = ['THRESHOLDS', 'BUDGET_TEXTS', 'ReplayAttentionProbe', 'layer_budget_f
            'model_fingerprint', 'NoTokenizer', 'budget_path', 'measured_layer_budget']
 
 # %% ../nbs/06b_budgets.ipynb #f1b0a040
-from .cache import LayerBudget, StatsConfig, apply_press, rank_protect, _check_int
+from .checks import check_int
+from .cache import LayerBudget, apply_press
+from .cache_layer import rank_protect
+from .view import StatsConfig
 from .models import model_adapters, cache_kwarg, _cache_root
-from .tasks import filler_sentences, token_counter
+from .texts import filler_sentences, token_counter
 
 # %% ../nbs/06b_budgets.ipynb #f3a0bb70
 @dataclass
@@ -62,7 +65,7 @@ def layer_budget_from_ids(model:nn.Module,
                          ) -> LayerBudget:
     "Each layer's kept-share curve: the mean over the prompts and the layer's KV heads of the shares above each threshold."
     if not isinstance(prompts, (list, tuple)) or not prompts: raise TypeError("prompts must be a non-empty list of (1, N) id tensors")
-    _check_int("n_thresholds", n_thresholds, 2)
+    check_int("n_thresholds", n_thresholds, 2)
     grid = torch.logspace(-6, 0, n_thresholds, dtype=torch.float64)
     n_layers, kept = len(model_adapters(model)), 0.0
     for ids in tqdm(prompts, desc="measuring the layer budget", disable=not progress):

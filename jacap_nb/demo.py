@@ -14,7 +14,8 @@ __all__ = ['DEMO_METHODS', 'MEASURED', 'demo', 'demo_parser', 'demo_cli']
 from .presses import make_press, SCORERS
 from .pipeline import compress_context, answer, PROMPT_FORMATS, shipped_layer_budget
 from .cache import LayerBudget
-from .tasks import passkey_examples, token_counter, passkey_correct, number_complete, source_sentences
+from .tasks import passkey_examples, passkey_correct, number_complete
+from .texts import token_counter, source_sentences
 
 # %% ../nbs/10_demo.ipynb #d9ae9cb9
 DEMO_METHODS = ("jacap", "snapkv")   # Jacap and the baseline shown next to it

@@ -27,7 +27,9 @@ if not kvpress_available():
 # %% ../nbs/09_kvpress_compat.ipynb #0f4e59e2
 import kvpress
 from kvpress import ScorerPress
-from .cache import LayerView, Prefill, rank_protect
+from .cache import Prefill
+from .cache_layer import rank_protect
+from .view import LayerView
 from .models import attention_adapter
 from .presses import Scorer, Jacap
 from .stats import QueryStats

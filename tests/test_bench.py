@@ -11,7 +11,8 @@ from jacap_nb.models import tiny_model, cache_kwarg
 from jacap_nb.pipeline import PROMPT_FORMATS, generate, encode_prompt
 from jacap_nb.presses import make_press
 from jacap_nb.report import load_rows
-from jacap_nb.tasks import get_task, token_counter
+from jacap_nb.tasks import get_task
+from jacap_nb.texts import token_counter
 from tinytools import CharTokenizer, rand_ids
 
 OPTS = dict(lengths=[160], depths=[0.0, 1.0], n=1, filler="repetitive")

@@ -8,8 +8,8 @@ import copy, warnings
 import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 from jacap_nb import scoring
-from jacap_nb.cache import (CompressedLayer, LayerBudget, layer_counts, cache_bytes, capture_prefill, compress_layers, active_run,
-                            head_masks)
+from jacap_nb.cache import LayerBudget, layer_counts, capture_prefill, compress_layers, active_run, head_masks
+from jacap_nb.cache_layer import CompressedLayer, cache_bytes
 from jacap_nb.models import tiny_model, cache_kwarg, model_adapters
 from jacap_nb.presses import SCORERS, Scorer, make_press, EvictionPress, KNorm
 from tinytools import count_attention_calls, rand_ids, physical
@@ -488,7 +488,7 @@ def test_global_budget_cache_refuses_a_second_uniform_eviction():
 def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
     "prior_weight=1 returns before reading any query; its scores are the mixture's at pi = 1 on the same layer."
     from jacap_nb.presses import Jacap
-    from jacap_nb.cache import LayerView
+    from jacap_nb.view import LayerView
     views = []
     class Capture(KNorm):
         def __call__(self, view): views.append(view); return super().__call__(view)

@@ -6,7 +6,8 @@ from jacap_nb.demo import demo, _evenly
 from jacap_nb.models import tiny_model
 from jacap_nb.pipeline import generate, PROMPT_FORMATS
 from jacap_nb.presses import make_press
-from jacap_nb.tasks import passkey_examples, token_counter, number_complete, passkey_correct
+from jacap_nb.tasks import passkey_examples, number_complete, passkey_correct
+from jacap_nb.texts import token_counter
 from tinytools import CharTokenizer, NoModel
 
 

@@ -15,7 +15,8 @@ from jacap_nb.models import tiny_model, load_smollm2, smollm2_cache_dir
 from jacap_nb.pipeline import PROMPT_FORMATS, generate, compress_context, encode_prompt
 from jacap_nb.presses import SCORERS, make_press
 from jacap_nb.report import load_rows
-from jacap_nb.tasks import passkey_examples, token_counter
+from jacap_nb.tasks import passkey_examples
+from jacap_nb.texts import token_counter
 from tinytools import NoModel
 
 SEPS = list(PROMPT_FORMATS.values())

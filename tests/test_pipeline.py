@@ -67,7 +67,7 @@ BAD = {
     "make_press tau '5'":           (lambda: make_press("jacap", tau="5"), TypeError, "tau must be a number"),
     "make_press noise_var":         (lambda: make_press("jacap", noise_var="autom"), ValueError, 'noise_var must be a number > 0 or "auto"'),
     "make_press queries":           (lambda: make_press("jacap", queries="ctx"), ValueError, "queries must be one of"),
-    "make_press prior_weight 2":    (lambda: make_press("jacap", prior_weight=2), ValueError, r"prior_weight must be a number in \[0, 1\]"),
+    "make_press prior_weight 2":    (lambda: make_press("jacap", prior_weight=2), ValueError, r"prior_weight must be a finite number in \[0, 1\]"),
     "make_press causal=1":          (lambda: make_press("jacap", causal=1), TypeError, "causal must be True or False"),
     "make_press block 0":           (lambda: make_press("jacap", block=0), ValueError, "block must be an int >= 1"),
     "make_press kernel_size 4":     (lambda: make_press("snapkv", kernel_size=4), ValueError, "kernel_size must be odd"),
@@ -316,7 +316,8 @@ def test_prompt_split_without_chat_template(sep):
 def test_smollm2_ratio_zero_is_the_full_cache():
     "On the real model, a press at ratio 0 answers what the full cache answers, and both equal Transformers' generate."
     model, tok = load_smollm2()
-    from jacap_nb.tasks import passkey_examples, token_counter
+    from jacap_nb.tasks import passkey_examples
+    from jacap_nb.texts import token_counter
     ex = passkey_examples(lengths=[256], depths=[0.5], n=1, filler="pydoc", count_tokens=token_counter(tok))[0]
     full = generate(model, tok, ex.context, ex.question, None, 8, ex.answer_prefix)
     assert generate(model, tok, ex.context, ex.question, make_press("jacap", 0.0), 8, ex.answer_prefix) == full
@@ -334,7 +335,8 @@ def test_smollm2_default_press_leaves_the_model_as_it_was():
     state = lambda: (sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules()),
                      {k: reg[k] for k in reg.keys()}, active_run(model))
     before = state()
-    from jacap_nb.tasks import passkey_examples, token_counter
+    from jacap_nb.tasks import passkey_examples
+    from jacap_nb.texts import token_counter
     ex = passkey_examples(lengths=[256], depths=[0.5], n=1, filler="pydoc", count_tokens=token_counter(tok))[0]
     press = make_press("jacap", 0.75)
     assert isinstance(press.resolve(model, tok).budget, LayerBudget)

@@ -304,8 +304,8 @@ def test_centred_leverage_is_scale_free_in_the_weights(scale):
 
 
 @pytest.mark.parametrize("bad,exc,match", [
-    (dict(prior_weight=1.5), ValueError, r"prior_weight must be a number in \[0, 1\]"),
-    (dict(prior_weight=True), ValueError, "prior_weight must be"),
+    (dict(prior_weight=1.5), ValueError, r"prior_weight must be a finite number in \[0, 1\]"),
+    (dict(prior_weight=True), TypeError, "prior_weight must be a number; got bool"),
     (dict(breadth=0.0), ValueError, "breadth must be a finite number > 0"),
     (dict(noise_var="big"), ValueError, 'noise_var must be a number > 0 or "auto"'),
     (dict(queries=torch.randn(2, 3, 5, 7)), ValueError, "queries must have shape"),

@@ -2,7 +2,7 @@
 example, the RoPE mixture by Monte Carlo, one EMA step and one padded batch; not repeated here."""
 import pytest, torch
 from jacap_nb.stats import QueryStats, ema_update, rope_mixture, stats_mask
-from jacap_nb.cache import StatsConfig
+from jacap_nb.view import StatsConfig
 
 
 def _ref_mask(valid, skip, window):

@@ -3,8 +3,8 @@
 import math, random
 import pytest, torch
 from jacap_nb.tasks import (passkey_examples, multikey_examples, multiquestion_examples, document_examples, streaming_examples,
-                            haystack, passkey_correct, number_complete, wilson_interval, get_task, source_text,
-                            MULTIKEY_FACT, MULTIQ_FACTS, approx_tokens)
+                            passkey_correct, number_complete, wilson_interval, get_task, MULTIKEY_FACT, MULTIQ_FACTS)
+from jacap_nb.texts import haystack, source_text, approx_tokens
 
 def char_count(text): return len(text)
 
@@ -39,7 +39,7 @@ def test_needle_depth_prose(depth):
         assert abs(_actual_depth(e) - depth) < 0.15, (depth, _actual_depth(e))
 
 @pytest.mark.parametrize("fn,match", [
-    (lambda: haystack(200, -0.1, "x"), r"depth must be in \[0, 1\]"),
+    (lambda: haystack(200, -0.1, "x"), r"depth must be a finite number in \[0, 1\]"),
     (lambda: source_text("nope"), "source must be one of"),
     (lambda: passkey_examples(lengths=[]), "lengths must be a non-empty list"),
     (lambda: passkey_examples(lengths=[8]), "ints >= 16"),
