@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from . import scoring
+from .checks import check_number, check_noise_var, check_broadcast, check_query, broadcast_shape
 
 # %% auto #0
 __all__ = ['JACAP', 'CAPKV', 'available', 'softmax_stats', 'weighted_gram', 'capacity_factor', 'leverage_pass',
@@ -226,7 +226,7 @@ def capacity_factor(gram:Tensor, # weighted Gram (R, G, d_v, d_v) float32
                    ):            # (L^{-1} (R, G, d_v, d_v), 1/sigma^2 (R, G), Cholesky info (R, G): 0 = success)
     "A = I + gram/sigma^2 = L L^T (torch Cholesky: O(d^3) on a tiny batch), and L^{-1} for the leverage pass."
     dv = gram.shape[-1]
-    scoring._check_noise_var(noise_var)
+    check_noise_var(noise_var)
     if noise_var == "auto":
         s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / dv).clamp_min(torch.finfo(torch.float32).tiny)
     else: s2 = gram.new_full(gram.shape[:-2], float(noise_var))
@@ -318,7 +318,7 @@ def _warn_once(msg:str):
 
 def _as_rows(keys:Tensor, values:Tensor, q_mean:Tensor, q_var:Tensor|None):
     "Views (R, N, d), (R, N, d_v) of the cache and (R, G, d) float32 query stats, or None when no copy-free view exists."
-    out_lead = scoring._broadcast_shape(keys.shape[:-2], values.shape[:-2], q_mean.shape[:-1],
+    out_lead = broadcast_shape(keys.shape[:-2], values.shape[:-2], q_mean.shape[:-1],
                                       q_var.shape[:-1] if q_var is not None else ())
     lead = tuple(out_lead) or (1,)
     (n, d), dv = keys.shape[-2:], values.shape[-1]
@@ -340,11 +340,11 @@ def _check_stats(keys, values, q_mean, q_var, tau, noise_var):
     if not isinstance(values, Tensor) or values.ndim < 2 or values.shape[-2] != keys.shape[-2] or values.shape[-1] == 0:
         raise ValueError(f"values must have shape (..., N={keys.shape[-2]}, d_v) like keys {tuple(keys.shape)}; "
                          f"got {tuple(getattr(values, 'shape', ()))}")
-    scoring._broadcast(keys.shape[:-2], values.shape[:-2], "keys", "values")
-    scoring._check_query(keys, q_mean, "q_mean")
-    if q_var is not None: scoring._check_query(keys, q_var, "q_var", nonneg=True)
-    scoring._require_positive(tau, "tau")
-    scoring._check_noise_var(noise_var)
+    check_broadcast(keys.shape[:-2], values.shape[:-2], "keys", "values")
+    check_query(keys, q_mean, "q_mean")
+    if q_var is not None: check_query(keys, q_var, "q_var", nonneg=True)
+    check_number("tau", tau, positive=True)
+    check_noise_var(noise_var)
 
 def _scores(keys, values, q_mean, q_var, method, tau, noise_var, reference):
     "Run the Triton passes when Triton can run on these inputs, else (warning once when it could have) the reference."
@@ -374,6 +374,7 @@ def triton_scores(keys:Tensor,   # keys (..., N, d); e.g. a stride-0 view (B, H_
                  ) -> Tensor:    # float32 scores (..., N), e.g. (B, H_kv, G, N)
     """The Triton path of `jacap_nb.scoring.jacap_scores` / `capkv_scores` (which call it for `backend="triton"`, or CUDA
     inputs under "auto"); layouts and dtypes the kernels do not take go to the torch reference, with a one-time warning."""
+    from jacap_nb import scoring                   # at call time: the scorers dispatch here, the module imports no scorer
     ref = (lambda: scoring.jacap_scores(keys, values, q_mean, q_var, tau, noise_var, backend="torch")) if method == "jacap" \
           else (lambda: scoring.capkv_scores(keys, values, q_mean, tau, backend="torch"))
     return _scores(keys, values, q_mean, q_var, method, tau, noise_var, ref)

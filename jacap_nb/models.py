@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from torch import nn, Tensor
-from .scoring import _broadcast_shape, _rope_into   # torch's broadcast_shapes costs 0.25 ms a call
+from .checks import broadcast_shape                 # torch's broadcast_shapes costs 0.25 ms a call
+from .scoring import _rope_into
 from .stats import _rotate_half                      # RoPE's half rotation, shared with the query statistics
 
 # %% auto #0
@@ -239,7 +240,7 @@ class AttentionAdapter:
         c, s = cos[..., :h], sin[..., :h]
         if q.shape[-1] % 2 or (torch.is_grad_enabled() and q.requires_grad) or not (torch.equal(c, cos[..., h:]) and torch.equal(s, sin[..., h:])):
             return q * cos + _rotate_half(q) * sin                          # the general formula
-        out = torch.empty(_broadcast_shape(q.shape, cos.shape), dtype=q.dtype, device=q.device)
+        out = torch.empty(broadcast_shape(q.shape, cos.shape), dtype=q.dtype, device=q.device)
         x1, x2 = q[..., :h], q[..., h:]                                     # the usual RoPE (each frequency used twice):
         torch.mul(x1, c, out=out[..., :h]).sub_(x2 * s)                     # two half-width products per half and no
         torch.mul(x2, c, out=out[..., h:]).add_(x1 * s)                     # concatenated copy: bit for bit the same
@@ -253,7 +254,7 @@ class AttentionAdapter:
         "RoPE undone: rotation by the opposite angle (`_rope_into(inverse=True)`: into one new tensor, no temporaries)."
         if x.shape[-1] % 2 or (torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)):
             return x * cos - _rotate_half(x) * sin                          # the general formula
-        out = torch.empty(_broadcast_shape(x.shape, cos.shape), dtype=torch.result_type(x, cos), device=x.device)
+        out = torch.empty(broadcast_shape(x.shape, cos.shape), dtype=torch.result_type(x, cos), device=x.device)
         return _rope_into(out, x, cos, sin, inverse=True)
 
     def rope(self, ref:Tensor, positions:Tensor) -> tuple:

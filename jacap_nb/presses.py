@@ -18,7 +18,7 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIO
 
 # %% ../nbs/07_presses.ipynb #ac5cfac0
 from . import scoring
-from .checks import check_int, check_number
+from .checks import check_int, check_number, check_noise_var
 from .cache import LayerBudget, apply_press, _uneven_budget
 from .cache_layer import rank_protect
 from .view import StatsConfig, LayerView
@@ -156,7 +156,7 @@ class Jacap(Scorer):
         check_number("prior_weight", self.prior_weight, lo=0, hi=1); check_number("breadth", self.breadth, positive=True)
         if not isinstance(self.causal, bool): raise TypeError(f"causal must be True or False; got {self.causal!r}")
         check_int("block", self.block, 1, none_ok=True); check_int("halo", self.halo, 0); check_int("recent", self.recent, 1)
-        check_number("tau", self.tau, positive=True); scoring._check_noise_var(self.noise_var)
+        check_number("tau", self.tau, positive=True); check_noise_var(self.noise_var)
         check_int("stats_window", self.stats_window, 1, none_ok=True)
         if self.score not in JACAP_SCORES: raise ValueError(f"score must be one of {', '.join(map(repr, JACAP_SCORES))}; got {self.score!r}")
         if self.score == "attention" and self.queries == "stats": raise ValueError(

@@ -4,12 +4,12 @@
 
 # %% ../nbs/01_scoring.ipynb #358af20c
 from __future__ import annotations
-import functools, itertools, math
+import functools, math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .theory import auto_noise_var
-from .checks import check_number
+from .checks import check_number, check_finite, check_cache, check_query, check_broadcast, check_noise_var, broadcast_shape
 
 # %% auto #0
 __all__ = ['BACKENDS', 'JACAP_QUERIES', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'key_leverage', 'prior_attention',
@@ -22,60 +22,11 @@ def _compute_dtype(*tensors) -> torch.dtype:
     "float64 if any input is float64, else float32 (bf16/fp16 inputs are upcast)."
     return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else torch.float32
 
-def _require_finite(x:Tensor, name:str):
-    if torch.isfinite(x.sum(dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)): return   # all finite
-    if not torch.isfinite(x).all(): raise ValueError(f"{name} must be finite (no NaN or Inf)")
-
-def _require_positive(x, name:str):
-    if isinstance(x, bool) or not (isinstance(x, (int, float)) and math.isfinite(x) and x > 0):
-        raise ValueError(f"{name} must be a finite number > 0; got {x!r}")
-
-def _check_cache(keys:Tensor, values:Tensor|None=None):
-    "Validate keys (..., N, d) and optional values (..., N, d_v); return N."
-    if not isinstance(keys, Tensor) or keys.ndim < 2: raise ValueError(
-        f"keys must be a tensor of shape (..., N, d); got {getattr(keys, 'shape', type(keys))}")
-    n = keys.shape[-2]
-    if n == 0 or keys.shape[-1] == 0: raise ValueError(f"keys must have N > 0 tokens and d > 0; got shape {tuple(keys.shape)}")
-    _require_finite(keys, "keys")
-    if values is None: return n
-    if not isinstance(values, Tensor) or values.ndim < 2 or values.shape[-2] != n or values.shape[-1] == 0: raise ValueError(
-        f"values must have shape (..., N={n}, d_v) like keys {tuple(keys.shape)}; got {tuple(getattr(values, 'shape', ()))}")
-    _broadcast(keys.shape[:-2], values.shape[:-2], "keys", "values")
-    _require_finite(values, "values")
-    return n
-
-def _broadcast_shape(*shapes) -> torch.Size:
-    "`torch.broadcast_shapes` in plain Python: torch 2.13's takes about 0.25 ms a call, more than the small products it sizes."
-    out = []
-    for dims in itertools.zip_longest(*(reversed(tuple(s)) for s in shapes), fillvalue=1):
-        big = {int(n) for n in dims if n != 1}
-        if len(big) > 1: raise RuntimeError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
-        out.append(big.pop() if big else 1)
-    return torch.Size(out[::-1])
-
-def _broadcast(a, b, name_a, name_b):
-    try: return _broadcast_shape(a, b)
-    except RuntimeError: raise ValueError(
-        f"leading dims of {name_a} {tuple(a)} and {name_b} {tuple(b)} must broadcast") from None
-
-def _check_query(keys:Tensor, x:Tensor, name:str, nonneg:bool=False):
-    "Validate a query statistic (..., d) against keys (..., N, d)."
-    if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[-1] != keys.shape[-1]: raise ValueError(
-        f"{name} must have shape (..., d={keys.shape[-1]}) matching keys; got {tuple(getattr(x, 'shape', ()))}")
-    _broadcast(keys.shape[:-2], x.shape[:-1], "keys", name)
-    _require_finite(x, name)
-    if nonneg and (x < 0).any(): raise ValueError(f"{name} must be non-negative (it is a variance)")
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
-def _check_noise_var(noise_var):
-    "sigma^2 must be a finite number > 0 or the string \"auto\"."
-    if isinstance(noise_var, str):
-        if noise_var != "auto": raise ValueError(f'noise_var must be a number > 0 or "auto"; got {noise_var!r}')
-    else: _require_positive(noise_var, "noise_var")
-
 def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
     "Unchecked leverage (inputs already validated)."
-    _check_noise_var(noise_var)
+    check_noise_var(noise_var)
     dt = _compute_dtype(weights, values)
     return _row_leverage(values.to(dt) * weights.to(dt).sqrt()[..., None], noise_var)
 
@@ -114,8 +65,8 @@ def leverage_scores(weights:Tensor, # non-negative token weights w (..., N)
        or weights.shape[-1] != values.shape[-2] or values.shape[-2] == 0: raise ValueError(
         f"weights (..., N) and values (..., N, d_v) must share N > 0; got {tuple(getattr(weights, 'shape', ()))} "
         f"and {tuple(getattr(values, 'shape', ()))}")
-    _broadcast(weights.shape[:-1], values.shape[:-2], "weights", "values")
-    _require_finite(weights, "weights"); _require_finite(values, "values")
+    check_broadcast(weights.shape[:-1], values.shape[:-2], "weights", "values")
+    check_finite(weights, "weights"); check_finite(values, "values")
     if (weights < 0).any(): raise ValueError("weights must be non-negative")
     return _leverage(weights, values, noise_var)
 
@@ -126,11 +77,11 @@ def jacap_weights(keys:Tensor,   # keys (..., N, d)
                   tau:float=10.0, # softmax temperature > 0
                  ) -> Tensor:    # weights w (..., N), float32 (float64 for float64 inputs)
     "Jacap token weights w_i = [alpha_i (1 - alpha_i)]^2 k_i^T diag(q_var) k_i / d."
-    _check_cache(keys); _check_jacap_args(keys, q_mean, q_var, tau)
+    check_cache(keys); _check_jacap_args(keys, q_mean, q_var, tau)
     return _jacap_weights(keys, q_mean, q_var, tau)
 
 def _check_jacap_args(keys, q_mean, q_var, tau):
-    _check_query(keys, q_mean, "q_mean"); _check_query(keys, q_var, "q_var", nonneg=True); _require_positive(tau, "tau")
+    check_query(keys, q_mean, "q_mean"); check_query(keys, q_var, "q_var", nonneg=True); check_number("tau", tau, positive=True)
 
 def _jacap_weights(keys, q_mean, q_var, tau):
     dt = _compute_dtype(keys, q_mean, q_var)
@@ -151,7 +102,7 @@ def jacap_scores(keys:Tensor,   # keys (..., N, d)
                 ) -> Tensor:    # float32 scores (..., N), larger = keep
     "Jacap: leverage of the Jacobian-capacity weights (= `leverage_scores(jacap_weights(...), values, noise_var)`)."
     if _use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, q_var, "jacap", tau, noise_var)
-    _check_cache(keys, values); _check_jacap_args(keys, q_mean, q_var, tau)
+    check_cache(keys, values); _check_jacap_args(keys, q_mean, q_var, tau)
     return _leverage(_jacap_weights(keys, q_mean, q_var, tau), values, noise_var)
 
 BACKENDS = ("auto", "torch", "triton")
@@ -175,7 +126,7 @@ def key_leverage(keys:Tensor,       # keys (..., N, d), pre-RoPE for a position-
                  ridge:float=1e-3,  # lambda as a fraction of the mean eigenvalue of the centred Gram
                 ) -> Tensor:        # leverage h (..., N) in [0, 1), summing to about d
     "Ridge leverage of the centred keys: h_i = k~_i^T (K~^T K~ + lambda I)^{-1} k~_i."
-    _check_cache(keys); _require_positive(ridge, "ridge")
+    check_cache(keys); check_number("ridge", ridge, positive=True)
     return _key_leverage(keys, ridge)
 
 def _key_leverage(keys, ridge=1e-3):
@@ -192,7 +143,7 @@ def prior_attention(keys:Tensor,      # keys (..., N, d)
                     ridge:float=1e-3,
                    ) -> Tensor:        # E_prior[alpha_i] (..., N), sums to 1
     "Expected attention under the whitened prior q ~ N(0, c N (K~^T K~)^{-1}) (mean-field): softmax(c N h / 2d)."
-    _check_cache(keys); _require_positive(breadth, "breadth"); _require_positive(ridge, "ridge")
+    check_cache(keys); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
     return _prior_attention(keys, breadth, ridge)
 
 def _prior_attention(keys, breadth=1.0, ridge=1e-3):
@@ -203,7 +154,7 @@ def _prior_attention(keys, breadth=1.0, ridge=1e-3):
 def _check_ctx_queries(keys, queries):
     if not isinstance(queries, Tensor) or queries.ndim < 2 or queries.shape[-1] != keys.shape[-1]: raise ValueError(
         f"queries must have shape (..., T, d={keys.shape[-1]}); got {tuple(getattr(queries, 'shape', ()))}")
-    _broadcast(keys.shape[:-2], queries.shape[:-2], "keys", "queries"); _require_finite(queries, "queries")
+    check_broadcast(keys.shape[:-2], queries.shape[:-2], "keys", "queries"); check_finite(queries, "queries")
 
 def context_attention(keys:Tensor,     # keys (..., N, d), post-RoPE (what the queries saw)
                       queries:Tensor,  # queries (..., T, d)
@@ -216,7 +167,7 @@ def context_attention(keys:Tensor,     # keys (..., N, d), post-RoPE (what the q
                       chunk:int=256,   # queries per matrix product in exact mode (bounds memory)
                      ) -> Tensor:      # float32 max_t alpha_i(q_t) (..., N); 0 for keys no query sees
     "The worst-case (largest) attention each key receives from the given queries: max_t softmax(q_t K^T / sqrt d)_i."
-    _check_cache(keys); _check_ctx_queries(keys, queries)
+    check_cache(keys); _check_ctx_queries(keys, queries)
     return _context_attention(keys, queries, causal, key_positions, query_positions, n_sink, block, halo, chunk)
 
 def _context_attention(keys, queries, causal=True, key_positions=None, query_positions=None, n_sink=4, block=None, halo=64, chunk=256, rope=None):
@@ -227,7 +178,7 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
     dt, scale = _compute_dtype(keys, queries), 1 / math.sqrt(keys.shape[-1])
     k, q = keys.to(dt), queries.to(dt)
     if rope is not None: rope = tuple(r.to(dt).reshape(t, -1) for r in rope)  # one (T, d) table shared by every row
-    if block is not None and t == 0: return k.new_zeros(*_broadcast_shape(k.shape[:-2], q.shape[:-2]), n).float()
+    if block is not None and t == 0: return k.new_zeros(*broadcast_shape(k.shape[:-2], q.shape[:-2]), n).float()
     if block is not None:                          # bands need contiguous runs of key and query positions, shared by all rows
         k0 = kpos.reshape(-1, n)[0]
         base = int(k0[0])
@@ -237,7 +188,7 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
         # otherwise (e.g. after an eviction) exact: the few decoding queries are cheap
     k = k * scale                                                          # the scale on the keys: G times fewer numbers
     if rope is not None: q = _rope_into(torch.empty(q.shape, dtype=q.dtype, device=dev), q, *rope)   # already (T, d) in dt
-    out = k.new_zeros(*_broadcast_shape(k.shape[:-2], q.shape[:-2]), n)
+    out = k.new_zeros(*broadcast_shape(k.shape[:-2], q.shape[:-2]), n)
     plain = key_positions is None and query_positions is None             # keys 0..N-1, queries N-T..N-1
     for s in range(0, t, chunk):
         qs, qp = q[..., s:s + chunk, :], qpos[..., s:s + chunk]
@@ -271,7 +222,7 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
                    ) -> Tensor:    # max_j alpha_i(q_j) (..., N)
     "Band mode of `context_attention` in a few batched products: block b of queries sees keys [s0 + b block - halo, its last query (+ halo)) and the first n_sink keys."
     n, t = k.shape[-2], q.shape[-2]
-    lead, dev = _broadcast_shape(k.shape[:-2], q.shape[:-2]), k.device
+    lead, dev = broadcast_shape(k.shape[:-2], q.shape[:-2]), k.device
     if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
         k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
@@ -356,9 +307,9 @@ def jacap_context_weights(keys:Tensor,       # keys (..., N, d), post-RoPE
                           **context_kw,      # `context_attention` options (causal, block, halo, n_sink, key_positions, query_positions)
                          ) -> Tensor:        # weights w (..., N) >= 0, summing to 1
     "w = pi E_prior[alpha] + (1 - pi) p_ctx, p_ctx the worst case over queries and query heads, normalised over tokens."
-    check_number("prior_weight", prior_weight, lo=0, hi=1); _require_positive(breadth, "breadth"); _check_cache(keys)
+    check_number("prior_weight", prior_weight, lo=0, hi=1); check_number("breadth", breadth, positive=True); check_cache(keys)
     if prior_weight < 1: _check_ctx_queries(keys[..., None, :, :], queries)
-    if keys_pre is not None: _check_cache(keys_pre)
+    if keys_pre is not None: check_cache(keys_pre)
     return _context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw)
 
 def _context_weights(keys, queries, keys_pre=None, prior_weight=0.5, breadth=1.0, **context_kw):
@@ -380,7 +331,7 @@ def centred_leverage(weights:Tensor, # w (..., N) >= 0
                      noise_var:float|str="auto",
                     ) -> Tensor:     # float32 (..., N)
     "The structure term on centred values: leverage_scores(w, v - weighted mean of v, noise_var)."
-    _check_noise_var(noise_var)
+    check_noise_var(noise_var)
     dt = _compute_dtype(weights, values)
     w, v = weights.to(dt), values.to(dt)
     mean = (w[..., None, :] @ v) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)   # (..., 1, d_v)
@@ -393,7 +344,7 @@ def jacap_mixture_scores(keys:Tensor,      # keys (..., N, d) for the prior (pre
                          noise_var:float|str="auto",
                         ) -> Tensor:       # float32 scores (..., N), larger = keep
     "Centred-value leverage of w = pi E_prior[alpha] + (1 - pi) context_term / sum(context_term) (00_theory sections 10-13)."
-    _check_cache(keys, values); check_number("prior_weight", prior_weight, lo=0, hi=1)
+    check_cache(keys, values); check_number("prior_weight", prior_weight, lo=0, hi=1)
     return centred_leverage(_mixture(keys, context_term, prior_weight, breadth), values, noise_var)
 
 def jacap_context_scores(keys:Tensor,     # keys (..., N, d), post-RoPE
@@ -405,7 +356,7 @@ def jacap_context_scores(keys:Tensor,     # keys (..., N, d), post-RoPE
                          **context_kw,    # `context_attention` options
                         ) -> Tensor:      # float32 scores (..., N), larger = keep
     "Jacap with the future-query mixture: centred-value leverage of `jacap_context_weights`."
-    _check_cache(keys, values)
+    check_cache(keys, values)
     return centred_leverage(jacap_context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw), values, noise_var)
 
 def _context_scores(keys, values, queries, keys_pre=None, prior_weight=0.5, breadth=1.0, noise_var="auto", **context_kw):
@@ -418,7 +369,7 @@ def capkv_weights(keys:Tensor,   # keys (..., N, d)
                   tau:float=5.0, # sharpness > 0
                  ) -> Tensor:    # weights in (0, 1], max 1 per row
     "CapPress weights w_i = exp(tau (cos(k_i, mu) - max_j cos(k_j, mu)))."
-    _check_cache(keys); _check_query(keys, q_mean, "q_mean"); _require_positive(tau, "tau")
+    check_cache(keys); check_query(keys, q_mean, "q_mean"); check_number("tau", tau, positive=True)
     return _capkv_weights(keys, q_mean, tau)
 
 def _capkv_weights(keys, q_mean, tau):
@@ -438,7 +389,7 @@ def capkv_scores(keys:Tensor,   # keys (..., N, d)
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
     if epsilon != 0 and backend == "triton": raise ValueError("backend='triton' needs epsilon = 0 (the kernels have no epsilon)")
     if epsilon == 0 and _use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, None, "capkv", tau, 1.0)
-    _check_cache(keys, values); _check_query(keys, q_mean, "q_mean"); _require_positive(tau, "tau")
+    check_cache(keys, values); check_query(keys, q_mean, "q_mean"); check_number("tau", tau, positive=True)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon < 0:
         raise ValueError(f"epsilon must be a number >= 0; got {epsilon!r}")
     w = _capkv_weights(keys, q_mean, tau)
@@ -449,7 +400,7 @@ def capkv_scores(keys:Tensor,   # keys (..., N, d)
 # %% ../nbs/01_scoring.ipynb #9e38ffbf
 def knorm_scores(keys:Tensor, values:Tensor) -> Tensor:
     "KNorm: small keys are kept (-||k_i||)."
-    _check_cache(keys, values)
+    check_cache(keys, values)
     return _knorm(keys)
 
 def _knorm(keys): return -keys.to(_compute_dtype(keys)).norm(dim=-1).float()
@@ -457,7 +408,7 @@ def _knorm(keys): return -keys.to(_compute_dtype(keys)).norm(dim=-1).float()
 # %% ../nbs/01_scoring.ipynb #5c7195d1
 def keydiff_scores(keys:Tensor, values:Tensor) -> Tensor:
     "KeyDiff: keys far from the mean (normalised) key are kept (-cos(k_i, mean key))."
-    _check_cache(keys, values)
+    check_cache(keys, values)
     kn = F.normalize(keys.to(_compute_dtype(keys)), dim=-1)
     anchor = F.normalize(kn.mean(-2, keepdim=True), dim=-1)
     return -(kn * anchor).sum(-1).float()
@@ -468,7 +419,7 @@ def _check_window_queries(keys:Tensor, queries, causal:bool):
     n = keys.shape[-2]
     if not isinstance(queries, Tensor) or queries.ndim < 2 or queries.shape[-1] != keys.shape[-1] or queries.shape[-2] == 0:
         raise ValueError(f"queries must have shape (..., W>0, d={keys.shape[-1]}); got {tuple(getattr(queries, 'shape', ()))}")
-    _broadcast(keys.shape[:-2], queries.shape[:-2], "keys", "queries"); _require_finite(queries, "queries")
+    check_broadcast(keys.shape[:-2], queries.shape[:-2], "keys", "queries"); check_finite(queries, "queries")
     if causal and queries.shape[-2] > n: raise ValueError(
         f"queries must hold at most N={n} window queries when causal=True; got W={queries.shape[-2]}")
 
@@ -490,7 +441,7 @@ def snapkv_scores(keys:Tensor,    # keys (..., N, d)
                   causal:bool=True, # the window queries see only keys up to their own position
                  ) -> Tensor:     # float32 scores (..., N)
     "SnapKV: softmax attention of the recent window's queries, averaged over the window and pooled along N."
-    n = _check_cache(keys, values); _check_window_queries(keys, queries, causal)
+    n = check_cache(keys, values); _check_window_queries(keys, queries, causal)
     if not (isinstance(kernel_size, int) and kernel_size >= 1 and kernel_size % 2 == 1):
         raise ValueError(f"kernel_size must be an odd int >= 1; got {kernel_size!r}")
     if pool not in ("max", "avg"): raise ValueError(f'pool must be "max" or "avg"; got {pool!r}')
@@ -506,7 +457,7 @@ def expected_attention_scores(keys:Tensor, values:Tensor,
                               q_var:Tensor,  # per-dimension query variance >= 0 (..., d)
                              ) -> Tensor:
     "Expected Attention: E[exp(q.k/sqrt d)] under q ~ N(mu, diag var), normalised over N, times ||v_i||."
-    _check_cache(keys, values); _check_query(keys, q_mean, "q_mean"); _check_query(keys, q_var, "q_var", nonneg=True)
+    check_cache(keys, values); check_query(keys, q_mean, "q_mean"); check_query(keys, q_var, "q_var", nonneg=True)
     dt = _compute_dtype(keys, values, q_mean, q_var)
     k, d = keys.to(dt), keys.shape[-1]
     log_e = torch.einsum('...nd,...d->...n', k, q_mean.to(dt)) / math.sqrt(d) \
@@ -516,12 +467,12 @@ def expected_attention_scores(keys:Tensor, values:Tensor,
 # %% ../nbs/01_scoring.ipynb #32f07875
 def streaming_scores(keys:Tensor, values:Tensor) -> Tensor:
     "StreamingLLM-style recency: token i scores i (later = larger); sinks come from `select_tokens`."
-    n = _check_cache(keys, values)
+    n = check_cache(keys, values)
     return torch.arange(n, dtype=torch.float32, device=keys.device).expand(*keys.shape[:-1]).contiguous()
 
 def random_scores(keys:Tensor, values:Tensor, seed:int=0) -> Tensor:
     "Uniform random scores from a seeded generator (reproducible; CPU generator, moved to keys' device)."
-    _check_cache(keys, values)
+    check_cache(keys, values)
     g = torch.Generator().manual_seed(seed)
     return torch.rand(tuple(keys.shape[:-1]), generator=g).to(keys.device)
 
@@ -546,7 +497,7 @@ def select_tokens(scores:Tensor, # scores (..., N), larger = keep
             f"protect must be a bool tensor of shape (..., N={n}); got {getattr(protect, 'dtype', type(protect))} "
             f"{tuple(getattr(protect, 'shape', ()))}")
         prot = prot | protect
-    prot = prot.expand(*_broadcast(scores.shape, prot.shape, "scores", "protect"))
+    prot = prot.expand(*check_broadcast(scores.shape, prot.shape, "scores", "protect"))
     n_prot = int(prot.sum(-1).max()) if prot.numel() else 0
     if n_prot > budget: raise ValueError(
         f"protected tokens ({n_prot}: n_sink={n_sink}, window={window}, protect mask) exceed budget={budget}")
