@@ -294,7 +294,7 @@ def after_attention(run:PressRun,           # the running application of a press
     view = LayerView(ad, layer.keys, layer.values, layer.positions, h, am[:, -t:], tpos, cos, sin, next_pos,
                      rope_horizon=cfg.rope_horizon if cfg is not None else 512, row_start=row_start, q_proj_out=q_proj_out, k_proj_out=k_proj_out,
                      rope_cache=run._rope_cache, attention_queries=attention_queries if attention_queries is not None
-                     and attention_queries.shape[-2] == t else None)
+                     and attention_queries.shape[-2] == t else None, n_sink=run.plan.n_sink)
     if run._replaying: return _replay_step(run, view, layer)
     _update_stats(run, view, prefill)
     if prefill and run.press.compression_ratio > 0 and not run.plan.replay:
@@ -438,7 +438,7 @@ def _finish_replay(run:PressRun, model:nn.Module, cache):
         view = LayerView(ad, layer.keys, layer.values, layer.positions, torch.zeros(1, 0, 1, device=ids.device),
                          mask[:, :0], torch.zeros(1, 0, dtype=torch.long, device=ids.device), None, None, mask.sum(-1),
                          row_start=torch.zeros(1, dtype=torch.long, device=ids.device),
-                         replay_attention=run._replay["att"][ad.layer_idx])
+                         replay_attention=run._replay["att"][ad.layer_idx], n_sink=run.plan.n_sink)
         if _global_budget(run.press): run._deferred[ad.layer_idx] = (view, layer)
         else:
             keep = _layer_keep(run, ad.layer_idx)

@@ -76,7 +76,8 @@ class JacapPress(ScorerPress):
         else: raise ValueError(f"JacapPress got {t} hidden states for {p} keys: a kvpress wrapper this press does not support")
         view = LayerView(ad, keys, values, slots.expand(b, hkv, p), hidden_states,
                          torch.ones(b, t, dtype=torch.bool, device=dev), tokens.expand(b, t), cos, sin,
-                         torch.full((b,), int(tokens[-1]) + 1, device=dev), row_start=torch.zeros(b, dtype=torch.long, device=dev))
+                         torch.full((b,), int(tokens[-1]) + 1, device=dev), row_start=torch.zeros(b, dtype=torch.long, device=dev),
+                         n_sink=self.n_sink)
         if keys_pre is not None: view.__dict__["keys_pre"] = keys_pre
         cfg = self.scorer.stats
         if cfg is not None:

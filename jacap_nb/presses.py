@@ -188,8 +188,8 @@ class Jacap(Scorer):
             return w if self.score == "attention" else scoring.centred_leverage(w, view.values, self.noise_var)
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
-            skip = 4 if view.token_positions.shape[1] > 8 else 0             # prefill: every prompt token's query but the
-            qpos = view.token_positions[0, skip:]                             # first 4 (attention sinks see only themselves),
+            skip = view.n_sink if view.token_positions.shape[1] > 2 * view.n_sink else 0   # prefill: every prompt token's
+            qpos = view.token_positions[0, skip:]                             # query but the sinks' (they see only themselves),
             if view.cos is not None and view.cos.shape[0] == 1 and "queries" not in view.__dict__:   # pre-RoPE (no post-RoPE
                 q, rope = view.queries_pre[:, :, skip:], (view.cos[:, skip:], view.sin[:, skip:])     # ones made or kept):
             else: q, rope = view.queries[:, :, skip:], None                                          # rotated in the band
@@ -204,11 +204,11 @@ class Jacap(Scorer):
         if self.score == "attention":
             worst = scoring._context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
                                               key_positions=None if kpos is None else kpos[..., None, :],
-                                              block=self.block, halo=self.halo, rope=rope).amax(-2)
+                                              n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope).amax(-2)
             return self._attention(view, worst)
         return scoring._context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
-                                            self.noise_var, causal=self.causal, key_positions=kpos,
-                                            query_positions=qpos, block=self.block, halo=self.halo, rope=rope)
+                                            self.noise_var, causal=self.causal, key_positions=kpos, query_positions=qpos,
+                                            n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
 
     def _attention(self, view, worst:Tensor) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."

@@ -65,6 +65,7 @@ class LayerView:
     attention_queries: Tensor|None = None  # (B, H, T, d) the post-RoPE queries the model's attention function read (kept by
                                  # `keep_attention_queries`'s wrapper): `queries` without rotating them again
     rope_cache: dict|None = None # shared by the layers of a run: the RoPE averages over the future positions, by position
+    n_sink: int = 4              # the press's attention sinks: first real tokens it always keeps (`PressPlan.n_sink`)
 
     def __post_init__(self):
         if self.attention_queries is not None: self.__dict__["queries"] = self.attention_queries   # `queries`, already made

@@ -717,3 +717,14 @@ def test_qwen2_with_one_window_layer_compresses_the_other():
     with torch.no_grad(), make_press("knorm", 0.5)(m) as run: m(input_ids=rand_ids(40), **{cache_kwarg(m): cache})
     assert run.window_layers == [1] and [r["layer"] for r in run.records] == [0]
     assert physical(cache) == [20, 7]                                # layer 0 compressed, layer 1 its window of 8 - 1
+
+def test_jacap_band_takes_the_press_sinks(monkeypatch):
+    "The band's sinks are the press's n_sink (PressPlan -> LayerView.n_sink), not a hard-coded 4; the default is unchanged."
+    seen, orig = [], scoring._context_scores
+    def spy(*a, **k): seen.append(k["n_sink"]); return orig(*a, **k)
+    monkeypatch.setattr(scoring, "_context_scores", spy)
+    tm, ids = tiny_model("llama"), rand_ids(48)
+    for ns in (2, 4, 6):
+        seen.clear()
+        with torch.no_grad(), make_press("jacap", 0.5, n_sink=ns, budget="uniform", window=0)(tm): tm(ids)
+        assert seen and set(seen) == {ns}, (ns, seen)
