@@ -46,6 +46,8 @@ class PressRun:
         self._attention_queries = {}                                  # per layer: the attention function's query, likewise
         self._deferred = {}       # per-head budgets: layer -> (view, layer) scored together at the end of the prefill
         self._decoding = press.decoding                               # fixed for the run: read once, not at every layer
+        self._global = _global_budget(press)                          # budget "heads"/"layers": evicted after the last layer
+        self._uneven = _uneven_layers(press)                          # layers differ in length: each needs its own mask
         self._idle_steps = press.stats is None                        # no statistics to update at generation steps
         self._reads_queries = press.stats is not None or self.plan.replay  # only these scorers (and the
                                                                       # prior's pre-RoPE keys) need the projections and queries
@@ -299,7 +301,7 @@ def after_attention(run:PressRun,           # the running application of a press
     _update_stats(run, view, prefill)
     if prefill and run.press.compression_ratio > 0 and not run.plan.replay:
         keep = _layer_keep(run, ad.layer_idx)
-        if _global_budget(run.press): run._deferred[ad.layer_idx] = (view, layer)   # evicted at the end
+        if run._global: run._deferred[ad.layer_idx] = (view, layer)   # evicted at the end
         else: _evict(run, view, layer, "prefill", keep, max(keep))
     if dec is not None and layer.physical_length >= dec[0]:
         view = view.with_changes(keys=layer.keys, values=layer.values, positions=layer.positions)
@@ -371,7 +373,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     t0 = time.perf_counter()
     before, nbytes = layer.physical_length, layer.keys.nbytes + layer.values.nbytes
     if physical >= before:                                   # nothing to evict; under uneven layers it still needs its mask
-        if _uneven_layers(run.press) and layer.slot_valid is None:
+        if run._uneven and layer.slot_valid is None:
             _own_mask(run, layer); _set_kept(run, view.adapter.layer_idx, layer.positions.clone())
         return
     if layer.slot_valid is not None: raise ValueError(
@@ -392,7 +394,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
         idx = _top_sorted(scores, physical, protect, finite=True)   # finite scores, no padding, room for every protected slot
     else: idx = select_slots(scores, valid, real_keep, physical, protect)
     layer.evict(idx)
-    if _uneven_layers(run.press): _own_mask(run, layer)      # layers differ in length: each gets its own mask (the hook)
+    if run._uneven: _own_mask(run, layer)                    # layers differ in length: each gets its own mask (the hook)
     seconds = time.perf_counter() - t0                       # scoring + selection + gather, not the bookkeeping below
     pos, i = layer.positions, view.adapter.layer_idx
     kept_valid = None if all_real else run.attention_mask.gather(1, pos[:, 0])
@@ -439,7 +441,7 @@ def _finish_replay(run:PressRun, model:nn.Module, cache):
                          mask[:, :0], torch.zeros(1, 0, dtype=torch.long, device=ids.device), None, None, mask.sum(-1),
                          row_start=torch.zeros(1, dtype=torch.long, device=ids.device),
                          replay_attention=run._replay["att"][ad.layer_idx], n_sink=run.plan.n_sink)
-        if _global_budget(run.press): run._deferred[ad.layer_idx] = (view, layer)
+        if run._global: run._deferred[ad.layer_idx] = (view, layer)
         else:
             keep = _layer_keep(run, ad.layer_idx)
             _evict(run, view, layer, "prefill", keep, max(keep))

@@ -221,8 +221,8 @@ def _band_attention(k:Tensor,      # keys (..., N, d)
                     scale:float=1.0, # logits are scale * q . k (1/sqrt(d) from `context_attention`), applied inside the product
                    ) -> Tensor:    # max_j alpha_i(q_j) (..., N)
     "Band mode of `context_attention` in a few batched products: block b of queries sees keys [s0 + b block - halo, its last query (+ halo)) and the first n_sink keys."
-    n, t = k.shape[-2], q.shape[-2]
-    lead, dev = broadcast_shape(k.shape[:-2], q.shape[:-2]), k.device
+    n = k.shape[-2]
+    lead = broadcast_shape(k.shape[:-2], q.shape[:-2])
     if k.ndim >= 3 and q.ndim >= 3 and k.shape[-3] == 1 < q.shape[-3]:       # (..., 1, N, d) keys shared by G query heads:
         k, q = k.expand(*lead[:-1], 1, *k.shape[-2:])[..., 0, :, :], q.expand(*lead, *q.shape[-2:])   # one product per key window
     else: k, q = k.expand(*lead, *k.shape[-2:]), q.expand(*lead, *q.shape[-2:])[..., None, :, :]
