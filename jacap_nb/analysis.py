@@ -12,7 +12,7 @@ from torch import Tensor
 from .theory import attention_jacobian, jacobian_capacity, diagonal_capacity, sensitivity_weights
 from .scoring import leverage_scores
 from .models import model_adapters
-from .cache import Prefill
+from .capture import Prefill
 
 # %% auto #0
 __all__ = ['logdet_eye_gram', 'rms_row_norm', 'gather_tokens', 'full_signal_noise_var', 'capacity_proxies', 'average_ranks',
@@ -263,7 +263,7 @@ def competition_scores(keys:Tensor,   # keys (..., N, d)
     return leverage_scores(w, centred, noise_var)
 
 # %% ../nbs/14_analysis.ipynb #e8ee05ad
-def prefill_keys_values(prefill:Prefill, # a `jacap_nb.cache.capture_prefill` result (one prompt)
+def prefill_keys_values(prefill:Prefill, # a `jacap_nb.capture.capture_prefill` result (one prompt)
                        )->tuple: # (keys (L, Hkv, N, d), values (L, Hkv, N, d_v)), float32 on the CPU
     "Every layer's cached keys and values of a captured prefill, stacked, batch dimension dropped."
     if prefill.ids.ndim != 2 or prefill.ids.shape[0] != 1: raise ValueError(f"prefill must hold one prompt (ids (1, N)); got ids {tuple(prefill.ids.shape)}")
@@ -271,7 +271,7 @@ def prefill_keys_values(prefill:Prefill, # a `jacap_nb.cache.capture_prefill` re
 
 @torch.no_grad()
 def prefill_queries(model, # the model that produced `prefill` (supported by `jacap_nb.models.model_adapters`)
-                    prefill:Prefill, # a `jacap_nb.cache.capture_prefill` result (one prompt)
+                    prefill:Prefill, # a `jacap_nb.capture.capture_prefill` result (one prompt)
                    )->Tensor: # post-RoPE queries (L, H, N, d), float32 on the CPU
     "Post-RoPE queries of every prompt position and layer, rebuilt from the captured attention inputs with the model's adapters."
     adapters = model_adapters(model)

@@ -4,102 +4,32 @@
 
 # %% ../nbs/12_bench.ipynb #749df5cd
 from __future__ import annotations
-import argparse, copy, json, platform, random, re, sys, time
+import argparse, copy, json, platform, re, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
 # %% auto #0
-__all__ = ['CALIBRATED', 'PROTOCOL', 'RUNNERS', 'calibration_texts', 'MethodSpec', 'parse_value', 'parse_method', 'row_key',
-           'ResultStore', 'answer_token_positions', 'needle_retention', 'compress_prefill', 'needs_pipeline',
-           'library_versions', 'model_description', 'write_config', 'run_bench', 'bench_parser', 'bench_args',
-           'bench_cli']
+__all__ = ['PROTOCOL', 'RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention', 'compress_prefill',
+           'needs_pipeline', 'library_versions', 'model_description', 'write_config', 'run_bench', 'bench_parser',
+           'bench_args', 'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import get_task, TASKS, token_fidelity
-from .texts import Example, token_counter, filler_sentences
-from .cache import capture_prefill, compress_layers, head_masks, Prefill, LayerBudget
+from .texts import Example, token_counter
+from .capture import capture_prefill, Prefill
+from .cache import compress_layers
+from .cache_layer import head_masks
+from .allocation import LayerBudget
 from .cache_layer import cache_bytes
-from .presses import SCORERS, make_press, press_config, PressWrapper
+from .presses import make_press, press_config, PressWrapper
 from .budgets import measured_layer_budget
+from .methods import CALIBRATED, MethodSpec, parse_method, calibration_texts
 
 from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode, calibrate_layer_budget
 from .models import cache_kwarg, empty_cache, sliding_window_layers
 from .report import write_summary, load_rows, markdown_table
-
-# %% ../nbs/12_bench.ipynb #debcfa02
-CALIBRATED = "calibrated"   # budget=calibrated: a LayerBudget measured on `calibration_texts` at the start of the run
-
-def _saved_budget(b) -> bool: return isinstance(b, str) and b.endswith(".json")   # budget=<file>.json: LayerBudget.save
-
-def calibration_texts(count_tokens=None,            # text -> tokens (default: `jacap_nb.texts.approx_tokens`)
-                      lengths=(1024, 2048),         # tokens per text
-                      sources=("britannica", "pydoc"),
-                      seed:int=99,                  # no task draws from this seed by default (selection 0, held out 1 and 2)
-                     ) -> list:                     # one plain text (no needle) per source and length
-    "The texts `budget=calibrated` is measured on (`jacap_nb.pipeline.calibrate_layer_budget`)."
-    rng = random.Random(seed)
-    kw = {} if count_tokens is None else dict(count_tokens=count_tokens)
-    return [" ".join(filler_sentences(src, n, rng, **kw)) for src in sources for n in lengths]
-
-@dataclass
-class MethodSpec:
-    "A parsed method string."
-    label: str     # the string as given: the method's name in result files
-    backend: str   # "full", "jacap_nb" or "kvpress"
-    name: str      # scorer name or kvpress press class name
-    options: dict = field(default_factory=dict)
-    layer_budget: object = None  # budget=<file>.json: read by `parse_method`; budget=calibrated: measured by `run_bench`
-
-    @property
-    def press_options(self) -> dict:
-        "The options as `make_press` takes them: budget='calibrated' (or a saved budget's .json) replaced by a `LayerBudget`."
-        b = self.options.get("budget")
-        if not (b == CALIBRATED or _saved_budget(b)): return self.options
-        if self.layer_budget is None: raise ValueError(
-            "budget='calibrated' is measured by run_bench (calibrate_layer_budget) before a press is built; elsewhere "
-            "give a saved one: budget=<file>.json (LayerBudget.save, e.g. a bench run's layer_budget.json)")
-        return {**self.options, "budget": self.layer_budget}
-
-def parse_value(s:str):
-    "'3' -> 3, '0.5' -> 0.5, '1e-2' -> 0.01, 'true' -> True, 'none' -> None, anything else unchanged."
-    low = s.strip().lower()
-    if low in ("true", "false"): return low == "true"
-    if low in ("none", "null"): return None
-    for conv in (int, float):
-        try: return conv(s)
-        except ValueError: pass
-    return s.strip()
-
-def _parse_options(text:str, label:str) -> dict:
-    opts = {}
-    for item in filter(None, text.split(",")):
-        if "=" not in item: raise ValueError(f"method options must be key=value pairs separated by commas; got {item!r} in {label!r}")
-        k, v = item.split("=", 1); opts[k.strip()] = parse_value(v)
-    return opts
-
-def parse_method(spec:str) -> MethodSpec:
-    "Parse 'full', 'jacap:tau=5,noise_var=auto' or 'kvpress:SnapKV:window_size=32'; our options are checked here."
-    if not isinstance(spec, str) or not spec.strip(): raise ValueError(f"method must be a non-empty string; got {spec!r}")
-    spec = spec.strip()
-    if spec == "full": return MethodSpec(spec, "full", "full")
-    if spec.startswith("kvpress:"):
-        name, _, opts = spec[len("kvpress:"):].partition(":")
-        if not name: raise ValueError(f"kvpress methods are written kvpress:<Press>[:k=v,...]; got {spec!r}")
-        return MethodSpec(spec, "kvpress", name if name.endswith("Press") else name + "Press", _parse_options(opts, spec))
-    name, _, opts = spec.partition(":")
-    if name not in SCORERS: raise ValueError(
-        f"unknown method {name!r}; valid: full, {', '.join(SCORERS)}, or kvpress:<Press> (in the kvpress environment)")
-    m = MethodSpec(spec, "jacap_nb", name, _parse_options(opts, spec))
-    b = m.options.get("budget")
-    if _saved_budget(b):                                           # read once, here: every press of the run shares it
-        if not Path(b).is_file(): raise ValueError(
-            f"budget={b!r}: no such file (a LayerBudget saved by LayerBudget.save, e.g. a run's layer_budget.json)")
-        m.layer_budget = LayerBudget.load(b)
-    # budget=calibrated is measured later, once the model is loaded: a stand-in checks the other options now
-    make_press(m.name, 0.5, **{**m.options, "budget": LayerBudget.uniform()} if b == CALIBRATED else m.press_options)
-    return m
 
 # %% ../nbs/12_bench.ipynb #e7f83e23
 def row_key(uid:str, method:str, ratio:float, fmt:str="blank") -> str:

@@ -18,7 +18,8 @@ __all__ = ['THRESHOLDS', 'BUDGET_TEXTS', 'ReplayAttentionProbe', 'layer_budget_f
 
 # %% ../nbs/06b_budgets.ipynb #f1b0a040
 from .checks import check_int
-from .cache import LayerBudget, apply_press
+from .allocation import LayerBudget
+from .cache import apply_press
 from .cache_layer import rank_protect
 from .view import StatsConfig
 from .models import model_adapters, cache_kwarg, _cache_root

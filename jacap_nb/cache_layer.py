@@ -4,14 +4,18 @@
 
 # %% ../nbs/05b_cache_layer.ipynb #c5b005
 from __future__ import annotations
+import weakref
+from contextlib import contextmanager
 from functools import lru_cache
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from transformers.cache_utils import DynamicLayer
 from .scoring import select_tokens, _top_sorted
+from .models import AttentionAdapter, model_adapters
 
 # %% auto #0
-__all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect']
+__all__ = ['CompressedLayer', 'cache_bytes', 'select_slots', 'rank_protect', 'masked_attention_impl', 'needs_head_masks',
+           'head_masks']
 
 # %% ../nbs/05b_cache_layer.ipynb #ed51cc2f
 @lru_cache(maxsize=16)
@@ -53,7 +57,7 @@ class CompressedLayer(DynamicLayer):
             if not self._masked: raise RuntimeError(
                 "this cache was compressed with budgets that differ between layers or heads (each layer needs its own "
                 "mask, padding slots must stay unseen) but the forward pass ran without those masks: run it inside "
-                "`with jacap_nb.cache.head_masks(model):` (a press's own run and jacap_nb's decoding functions do)")
+                "`with jacap_nb.cache_layer.head_masks(model):` (a press's own run and jacap_nb's decoding functions do)")
             self._masked = False
             self.slot_valid = torch.cat([self.slot_valid, self.slot_valid.new_ones(b, h, q)], -1)
         if self._positions is not None:                                      # evicted before: append the new positions
@@ -155,3 +159,64 @@ def rank_protect(valid:Tensor,  # bool (..., P): real slots, in logical order
     rank = valid.long().cumsum(-1)
     total = valid.sum(-1, keepdim=True)
     return valid & ((rank <= n_sink) | (rank > total - window))
+
+# %% ../nbs/05b_cache_layer.ipynb #c5b021
+def masked_attention_impl(model_or_module) -> str:
+    "The attention implementation of a model (or layer), refused unless it takes one 4-D mask per layer and head (sdpa, eager)."
+    impl = getattr(model_or_module.config, "_attn_implementation", None) or "sdpa"
+    if impl not in ("sdpa", "eager"): raise ValueError(
+        f"budgets that differ between layers or heads need sdpa or eager attention (one 4-D mask per layer and head); "
+        f"this model uses {impl!r}")
+    return impl
+
+def _head_mask_hook(ad:AttentionAdapter):
+    def hook(mod, args, kwargs):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        layers = getattr(cache, "layers", None)
+        if layers is None or ad.layer_idx >= len(layers): return None
+        layer = layers[ad.layer_idx]
+        sv = getattr(layer, "slot_valid", None)
+        if sv is None: return None
+        additive = masked_attention_impl(mod) == "eager"                                    # read at every call: it can change
+        h = kwargs.get("hidden_states", args[0] if args else None)
+        b, q = sv.shape[0], h.shape[1]
+        if q == 1 and bool(sv.all()):                                            # one new token that may see every slot:
+            kwargs["attention_mask"] = None; layer._masked = True                # no mask at all (sdpa's fast path)
+            return args, kwargs
+        old = sv.repeat_interleave(ad.group, 1)[:, :, None, :].expand(-1, -1, q, -1)
+        new = torch.ones(q, q, dtype=torch.bool, device=sv.device).tril()[None, None]
+        am = kwargs.get("attention_mask")
+        if isinstance(am, Tensor) and am.ndim == 4:                              # the caller's mask of the new tokens
+            tail = am[..., -q:]                                                   # (padding, causality): kept as is
+            new = new & (tail if tail.dtype == torch.bool else tail > torch.finfo(tail.dtype).min / 2)
+        m = torch.cat([old, new.expand(b, old.shape[1], -1, -1)], -1)            # (B, H, q, P + q): True = attend
+        kwargs["attention_mask"] = torch.zeros(m.shape, dtype=h.dtype, device=m.device).masked_fill_(
+            ~m, torch.finfo(h.dtype).min) if additive else m
+        layer._masked = True
+        return args, kwargs
+    return hook
+
+_HEAD_MASKS = weakref.WeakKeyDictionary()   # model -> [open `head_masks` blocks, the hooks' handles]
+
+def needs_head_masks(cache) -> bool:
+    "Whether `cache` holds a layer whose heads keep different numbers of tokens (padding slots that must stay unseen)."
+    return any(getattr(l, "slot_valid", None) is not None for l in getattr(cache, "layers", ()))
+
+@contextmanager
+def head_masks(model:nn.Module,  # the model that runs forward passes on such a cache
+               cache=None,       # if given and `needs_head_masks(cache)` is False: nothing is attached
+              ):
+    "While the block runs: a pre-attention hook per layer masking each head's padding slots of caches with per-head budgets; removed after the last open block."
+    if cache is not None and not needs_head_masks(cache): yield; return
+    masked_attention_impl(model)
+    entry = _HEAD_MASKS.get(model)
+    if entry is None: entry = _HEAD_MASKS[model] = [0, [ad.module.register_forward_pre_hook(_head_mask_hook(ad), with_kwargs=True)
+                                                        for ad in model_adapters(model)]]
+    entry[0] += 1
+    try: yield
+    finally:
+        entry[0] -= 1
+        if entry[0] == 0:
+            for hd in entry[1]: hd.remove()
+            del _HEAD_MASKS[model]
+

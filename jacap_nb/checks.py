@@ -10,7 +10,7 @@ from torch import Tensor
 
 # %% auto #0
 __all__ = ['check_int', 'check_number', 'check_finite', 'broadcast_shape', 'check_broadcast', 'check_cache', 'check_query',
-           'check_noise_var']
+           'check_noise_var', 'compute_dtype']
 
 # %% ../nbs/00a_checks.ipynb #89cbfcba
 def check_int(name:str,           # the argument's name, for the message
@@ -88,3 +88,8 @@ def check_noise_var(noise_var):
     if isinstance(noise_var, str):
         if noise_var != "auto": raise ValueError(f'noise_var must be a number > 0 or "auto"; got {noise_var!r}')
     else: check_number("noise_var", noise_var, positive=True)
+
+def compute_dtype(*tensors) -> torch.dtype:
+    "The dtype a scorer computes in: float64 if any input is float64, else float32 (bf16/fp16 inputs are upcast)."
+    return torch.float64 if any(t is not None and t.dtype == torch.float64 for t in tensors) else torch.float32
+

@@ -13,7 +13,7 @@ __all__ = ['DEMO_METHODS', 'MEASURED', 'demo', 'demo_parser', 'demo_cli']
 # %% ../nbs/10_demo.ipynb #b347613a
 from .presses import make_press, SCORERS
 from .pipeline import compress_context, answer, PROMPT_FORMATS, shipped_layer_budget
-from .cache import LayerBudget
+from .allocation import LayerBudget
 from .tasks import passkey_examples, passkey_correct, number_complete
 from .texts import token_counter, source_sentences
 

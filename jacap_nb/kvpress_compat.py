@@ -27,7 +27,7 @@ if not kvpress_available():
 # %% ../nbs/09_kvpress_compat.ipynb #0f4e59e2
 import kvpress
 from kvpress import ScorerPress
-from .cache import Prefill
+from .capture import Prefill
 from .cache_layer import rank_protect
 from .view import LayerView
 from .models import attention_adapter
@@ -114,7 +114,7 @@ def _attention_modules(model):
 @torch.no_grad()
 def kvpress_replay(press,               # a kvpress ScorerPress (or any press with `compress`)
                    model:nn.Module,     # the model the prefill was captured from
-                   prefill:Prefill,     # `jacap_nb.cache.capture_prefill`
+                   prefill:Prefill,     # `jacap_nb.capture.capture_prefill`
                   ) -> tuple:           # (DynamicCache of the kept pairs, kept positions dict layer -> (B, Hkv, k) or None)
     "kvpress's per-layer `compress` replayed on a captured prefill (what its hook would do during that prefill)."
     from kvpress.utils import compute_n_kept

@@ -18,7 +18,9 @@ __all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt',
 
 # %% ../nbs/08_pipeline.ipynb #6f7b82bc
 from .checks import check_int
-from .cache import PressRun, LayerBudget, head_masks
+from .cache import PressRun
+from .allocation import LayerBudget
+from .cache_layer import head_masks
 from .view import missing_press_members
 from .cache_layer import cache_bytes
 from .models import cache_kwarg, empty_cache, model_adapters
@@ -207,7 +209,7 @@ def calibrate_layer_budget(model:nn.Module, tokenizer,
 SHIPPED_BUDGETS = {"smollm2": "smollm2-135m-instruct.json"}   # name -> file in jacap_nb/budgets/ (LayerBudget.save)
 
 def shipped_layer_budget(name:str="smollm2") -> LayerBudget:
-    "A `LayerBudget` measured for a model and shipped with the package (SmolLM2-135M-Instruct: `calibrate_layer_budget` on `jacap_nb.bench.calibration_texts`)."
+    "A `LayerBudget` measured for a model and shipped with the package (SmolLM2-135M-Instruct: `calibrate_layer_budget` on `jacap_nb.methods.calibration_texts`)."
     if name not in SHIPPED_BUDGETS: raise ValueError(
         f"no shipped budget for {name!r} (shipped: {', '.join(SHIPPED_BUDGETS)}); measure one with calibrate_layer_budget")
     from importlib.resources import files

@@ -17,9 +17,11 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIO
            'press_config']
 
 # %% ../nbs/07_presses.ipynb #ac5cfac0
-from . import scoring
+from . import scoring, baselines
 from .checks import check_int, check_number, check_noise_var
-from .cache import LayerBudget, apply_press, _uneven_budget
+from .allocation import LayerBudget
+from .cache import apply_press
+from .allocation import uneven_budget
 from .cache_layer import rank_protect
 from .view import StatsConfig, LayerView
 from .budgets import measured_layer_budget, NoTokenizer
@@ -53,13 +55,13 @@ def _grouped(view:LayerView, fn, **per_head) -> Tensor:
 class KNorm(Scorer):
     "KNorm: keys of small norm are kept."
     name: ClassVar[str] = "knorm"
-    def __call__(self, view): return scoring._knorm(view.keys)
+    def __call__(self, view): return baselines.knorm_scores(view.keys, view.values)
 
 @dataclass(frozen=True)
 class KeyDiff(Scorer):
     "KeyDiff: keys far (in cosine) from the mean key are kept."
     name: ClassVar[str] = "keydiff"
-    def __call__(self, view): return scoring.keydiff_scores(view.keys, view.values)
+    def __call__(self, view): return baselines.keydiff_scores(view.keys, view.values)
 
 @dataclass(frozen=True)
 class Streaming(Scorer):
@@ -73,7 +75,7 @@ class RandomScores(Scorer):
     name: ClassVar[str] = "random"
     seed: int = 0
     def __post_init__(self): check_int("seed", self.seed)
-    def __call__(self, view): return scoring.random_scores(view.keys, view.values, seed=self.seed)
+    def __call__(self, view): return baselines.random_scores(view.keys, view.values, seed=self.seed)
 
 # %% ../nbs/07_presses.ipynb #b979e6ad
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class SnapKV(Scorer):
     def stats(self): return StatsConfig(recent=self.window_size)
     def __call__(self, view):
         recent = view.stats.recent[:, :, -min(view.stats.recent.shape[2], view.n_slots):]   # at most one query per slot
-        return _grouped(view, lambda k, v, queries: scoring.snapkv_scores(k, v, queries, self.kernel_size, self.pool),
+        return _grouped(view, lambda k, v, queries: baselines.snapkv_scores(k, v, queries, self.kernel_size, self.pool),
                         queries=recent)
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ class ExpectedAttention(Scorer):
     def stats(self): return StatsConfig(window=self.stats_window)
     def __call__(self, view):
         mu, var = view.future_query_moments()
-        return _grouped(view, scoring.expected_attention_scores, q_mean=mu, q_var=var)
+        return _grouped(view, baselines.expected_attention_scores, q_mean=mu, q_var=var)
 
 @dataclass(frozen=True)
 class CapKV(Scorer):
@@ -232,7 +234,7 @@ class EvictionPress:
     budget: str|LayerBudget = "uniform" # "uniform": every KV head of every layer keeps the same share; "heads": one global
                                    # budget over all heads and layers, each head its own count (padded); "layers": the
                                    # same ranking, every head of a layer keeps as many as its most demanding head, memory
-                                   # at most the uniform budget's (`jacap_nb.cache.head_budgets`; batch size 1); a
+                                   # at most the uniform budget's (`jacap_nb.allocation.head_budgets`; batch size 1); a
                                    # `LayerBudget`: each layer's share measured once per model, the uniform budget's memory;
                                    # "auto": that LayerBudget, measured on first use and cached (`jacap_nb.budgets`)
     layer_floor: float = 0.0       # under a LayerBudget: every layer keeps at least this share of the uniform budget's
@@ -331,7 +333,7 @@ class DecodingEviction(PressWrapper):
         if self.press.replay: raise ValueError(
             "a replay press (queries='replay') compresses once, after the prefill and its re-reading pass; it cannot "
             "also evict while generating: drop max_cache_tokens, or use queries='context'")
-        if _uneven_budget(self.press.budget): raise ValueError(
+        if uneven_budget(self.press.budget): raise ValueError(
             f"a budget that differs between layers or heads (budget={self.press.budget!r}) is set once, at the prefill; "
             "it cannot also evict while generating: drop max_cache_tokens, or use budget='uniform'")
         prot = self.press.n_protected

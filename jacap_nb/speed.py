@@ -16,9 +16,11 @@ __all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'SHAPES', 'peak_tensor_byte
            'speed_cli']
 
 # %% ../nbs/15_speed.ipynb #52240ca6
-from .cache import capture_prefill, compress_layers, cache_kwarg
+from .capture import capture_prefill
+from .cache import compress_layers, cache_kwarg
 from .presses import make_press, DecodingEviction, Jacap
-from .bench import parse_method, library_versions, _no_machine_path
+from .methods import parse_method
+from .bench import library_versions, _no_machine_path
 from .report import markdown_table, method_color
 
 # %% ../nbs/15_speed.ipynb #6cf4bc5b

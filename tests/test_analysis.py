@@ -8,7 +8,7 @@ import torch
 from jacap_nb.analysis import (logdet_eye_gram, capacity_proxies, average_ranks, spearman, student_t_two_sided_p,
     regularized_beta, greedy_logdet_selection, brute_force_selection, selection_logdet, taylor_errors,
     competition_weights, competition_scores, capacity_approximations, prefill_keys_values, prefill_queries, cache_capacity, query_stats, gather_tokens)
-from jacap_nb.cache import capture_prefill
+from jacap_nb.capture import capture_prefill
 from jacap_nb.theory import softmax_jacobian, attention_probs, jacobian_capacity
 
 f64 = dict(dtype=torch.float64)

@@ -5,8 +5,9 @@ import copy, json, os, sys
 import pytest, torch
 from transformers import DynamicCache
 import jacap_nb.bench as B
-from jacap_nb.bench import parse_method, parse_value, bench_args, bench_cli, run_bench, ResultStore, row_key, compress_prefill, needs_pipeline
-from jacap_nb.cache import capture_prefill
+from jacap_nb.methods import parse_method, parse_value
+from jacap_nb.bench import bench_args, bench_cli, run_bench, ResultStore, row_key, compress_prefill, needs_pipeline
+from jacap_nb.capture import capture_prefill
 from jacap_nb.models import tiny_model, cache_kwarg
 from jacap_nb.pipeline import PROMPT_FORMATS, generate, encode_prompt
 from jacap_nb.presses import make_press

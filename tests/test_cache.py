@@ -7,8 +7,11 @@ refused, share_layer_scores, DecodingEviction targets. Not repeated here."""
 import copy, warnings
 import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
-from jacap_nb import scoring
-from jacap_nb.cache import LayerBudget, layer_counts, capture_prefill, compress_layers, active_run, head_masks
+from jacap_nb import scoring, baselines
+from jacap_nb.allocation import LayerBudget
+from jacap_nb.cache import layer_counts, compress_layers, active_run
+from jacap_nb.capture import capture_prefill
+from jacap_nb.cache_layer import head_masks
 from jacap_nb.cache_layer import CompressedLayer, cache_bytes
 from jacap_nb.models import tiny_model, cache_kwarg, model_adapters
 from jacap_nb.presses import SCORERS, Scorer, make_press, EvictionPress, KNorm
@@ -242,10 +245,10 @@ def test_jacap_decoding_queries_and_keys_share_a_frame(monkeypatch, models):
 def test_snapkv_decoding_budget_below_its_window(models, monkeypatch):
     "SnapKV with a high-water mark below its query window (32) runs: it scores with at most one recent query per cached slot."
     m = models["llama"]
-    shapes, real = [], scoring.snapkv_scores
+    shapes, real = [], baselines.snapkv_scores
     def spy(keys, values, queries, *a, **kw):
         shapes.append((queries.shape[-2], keys.shape[-2])); return real(keys, values, queries, *a, **kw)
-    monkeypatch.setattr(scoring, "snapkv_scores", spy)
+    monkeypatch.setattr(baselines, "snapkv_scores", spy)
     press = make_press("snapkv", 0.5, max_cache_tokens=30)
     with press(m) as run: m.generate(rand_ids(48), max_new_tokens=12, do_sample=False)
     decode = [r for r in run.records if r["phase"] == "decode"]
@@ -393,7 +396,8 @@ def test_press_needs_a_2d_mask(models):
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_head_budget_eviction_equals_masking(arch, attn):
     "Heads keeping different numbers of tokens (padded, masked by the head-mask hook) == the full cache with a per-head mask."
-    from jacap_nb.cache import head_slots, head_masks
+    from jacap_nb.allocation import head_slots
+    from jacap_nb.cache_layer import head_masks
     m = tiny_model(arch); m.set_attn_implementation(attn)
     assert m.config._attn_implementation == attn
     g, n, q, nxt, kw, full = _prefilled(m, seed=2)

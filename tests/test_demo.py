@@ -64,7 +64,7 @@ def test_demo_on_smollm2():
 
 def test_demo_measured_budget_column():
     "A LayerBudget adds 'jacap+budget' columns equal to generate with that budget; 'shipped' adds none on a tiny model."
-    from jacap_nb.cache import LayerBudget
+    from jacap_nb.allocation import LayerBudget
     from jacap_nb.demo import MEASURED
     model, tok = tiny_model("llama"), CharTokenizer()
     lb = LayerBudget((0.01, 0.5), ((0.9, 0.1), (0.5, 0.0)))

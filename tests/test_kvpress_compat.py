@@ -8,8 +8,9 @@ import pytest
 kvpress = pytest.importorskip("kvpress")   # the collection guard is tests/conftest.py; this only makes a stray run explicit
 import torch
 from transformers import pipeline, DynamicCache, AutoTokenizer
-from jacap_nb.bench import parse_method, needs_pipeline, run_bench
-from jacap_nb.cache import capture_prefill
+from jacap_nb.methods import parse_method
+from jacap_nb.bench import needs_pipeline, run_bench
+from jacap_nb.capture import capture_prefill
 from jacap_nb.kvpress_compat import JacapPress, make_kvpress, kvpress_replay, kvpress_generate
 from jacap_nb.models import tiny_model, load_smollm2, smollm2_cache_dir
 from jacap_nb.pipeline import PROMPT_FORMATS, generate, compress_context, encode_prompt

@@ -5,7 +5,9 @@ import copy, functools
 import pytest, torch
 from transformers import DynamicCache
 from jacap_nb.models import tiny_model, cache_kwarg, load_smollm2
-from jacap_nb.cache import capture_prefill, compress_layers, LayerBudget, active_run
+from jacap_nb.capture import capture_prefill
+from jacap_nb.cache import compress_layers, active_run
+from jacap_nb.allocation import LayerBudget
 from jacap_nb.presses import make_press
 from jacap_nb.pipeline import (PROMPT_FORMATS, prompt_texts, encode_prompt, eos_token_ids, greedy_decode, CompressedContext,
                                compress_context, answer, generate)

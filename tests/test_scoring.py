@@ -1,13 +1,14 @@
-"""jacap_nb.scoring against independent float64 implementations (Python loops, explicit inverses), as grids over
+"""jacap_nb.scoring (and jacap_nb.baselines) against independent float64 implementations (Python loops, explicit inverses), as grids over
 shapes, dtypes and arguments. 01_scoring checks the hand examples, the trace identity, the Monte Carlo closed form,
 the Jacap/CapKV special case and one shape of each reference; they are not repeated here."""
 import math
 import pytest
 import torch
 from jacap_nb import scoring
-from jacap_nb.scoring import (jacap_scores, jacap_weights, capkv_scores, capkv_weights, leverage_scores, knorm_scores,
-                              keydiff_scores, snapkv_scores, expected_attention_scores, select_tokens, key_leverage,
-                              prior_attention, context_attention, jacap_context_weights, centred_leverage, jacap_context_scores)
+from jacap_nb.scoring import (jacap_scores, jacap_weights, capkv_scores, capkv_weights, leverage_scores, select_tokens,
+                              key_leverage, prior_attention, context_attention, jacap_context_weights, centred_leverage,
+                              jacap_context_scores)
+from jacap_nb.baselines import knorm_scores, keydiff_scores, snapkv_scores, expected_attention_scores
 
 torch.set_num_threads(1)
 f64 = torch.float64
