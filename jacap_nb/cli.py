@@ -13,6 +13,7 @@ COMMANDS = {
     'demo':  ('jacap_nb.demo',  'demo_cli',  'SmolLM2 answers passkey prompts with the full cache, Jacap and a baseline'),
     'bench': ('jacap_nb.bench', 'bench_cli', 'run an evaluation task over methods x compression ratios x prompt formats'),
     'speed': ('jacap_nb.speed', 'speed_cli', 'compression cost as a share of the prefill, per press, at several lengths'),
+    'gpu-check': ('jacap_nb.gpu_check', 'gpu_check_cli', 'every GPU check in one run, PASS/MISS against its target (--dry-run: on the CPU)'),
     'kvpress-eval': ('jacap_nb.kvpress_compat', 'kvpress_eval_cli', "kvpress's evaluation/evaluate.py with jacap and adakv_jacap registered (kvpress env)"),
 }
 

@@ -32,6 +32,8 @@ CELLS = {
     ('12_bench.ipynb', 0): ({'lengths=[8192, 16384]': 'lengths=[256]', 'depths=[0.1, 0.5, 0.9], n=2': 'depths=[0.5], n=1',
                              '"runs/gpu_passkey"': 'OUT'}, ['| jacap |', 'blank 0.9', 'kvpress 0.75']),
     ('15_speed.ipynb', 0): ({'[8192, 16384]': '[256]'}, ['| jacap |', 'pct_of_prefill']),
+    ('15b_gpu_check.ipynb', 0): ({'gpu_check(out="results/gpu_check/gpu_check.json")': 'gpu_check(dry_run=True, out=OUT + "/g.json")'},
+                                 ['DRY   prefill share', 'same tokens']),
 }
 
 
@@ -60,14 +62,15 @@ def smollm2():
 @pytest.mark.parametrize('key', sorted(CELLS), ids=lambda k: f'{k[0]}[{k[1]}]')
 def test_gpu_cell_runs_tiny(key, smollm2, tmp_path, capsys, monkeypatch):
     import jacap_nb.bench, jacap_nb.models, jacap_nb.pipeline, jacap_nb.presses, jacap_nb.report, jacap_nb.speed, jacap_nb.tasks
-    import jacap_nb.texts
+    import jacap_nb.texts, jacap_nb.gpu_check
     monkeypatch.setattr(jacap_nb.models, 'default_model', lambda: 'smollm2')   # the cells' own load_model(default_model())
     name, i = key
     repl, expected = CELLS[key]
     src = tiny(gpu_cells(name)[i], repl)
     monkeypatch.chdir(tmp_path)
     ns = {}
-    for mod in (jacap_nb.texts, jacap_nb.tasks, jacap_nb.presses, jacap_nb.pipeline, jacap_nb.bench, jacap_nb.report, jacap_nb.speed):
+    for mod in (jacap_nb.texts, jacap_nb.tasks, jacap_nb.presses, jacap_nb.pipeline, jacap_nb.bench, jacap_nb.report, jacap_nb.speed,
+                jacap_nb.gpu_check):
         ns.update({k: getattr(mod, k) for k in mod.__all__})          # what the notebook has imported by then
     model, tok = smollm2
     ns.update(model=model, tok=tok, tokenizer=tok, OUT=str(tmp_path / 'out'))
