@@ -10,8 +10,7 @@ from pathlib import Path
 import torch
 from torch import nn, Tensor
 from .checks import broadcast_shape                 # torch's broadcast_shapes costs 0.25 ms a call
-from .scoring import _rope_into
-from .stats import _rotate_half                      # RoPE's half rotation, shared with the query statistics
+from .rope import rope_into, rotate_half
 
 # %% auto #0
 __all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'PROBE_TEXT', 'PROBE_IDS', 'CHUNKED_MODELS', 'GPU_MODEL', 'SUPPORTED_ATTENTION',
@@ -239,7 +238,7 @@ class AttentionAdapter:
         h = q.shape[-1] // 2
         c, s = cos[..., :h], sin[..., :h]
         if q.shape[-1] % 2 or (torch.is_grad_enabled() and q.requires_grad) or not (torch.equal(c, cos[..., h:]) and torch.equal(s, sin[..., h:])):
-            return q * cos + _rotate_half(q) * sin                          # the general formula
+            return q * cos + rotate_half(q) * sin                          # the general formula
         out = torch.empty(broadcast_shape(q.shape, cos.shape), dtype=q.dtype, device=q.device)
         x1, x2 = q[..., :h], q[..., h:]                                     # the usual RoPE (each frequency used twice):
         torch.mul(x1, c, out=out[..., :h]).sub_(x2 * s)                     # two half-width products per half and no
@@ -251,11 +250,11 @@ class AttentionAdapter:
                  cos:Tensor, # cos of each vector's own position, same shape as x
                  sin:Tensor,
                 ) -> Tensor: # the vectors before RoPE
-        "RoPE undone: rotation by the opposite angle (`_rope_into(inverse=True)`: into one new tensor, no temporaries)."
+        "RoPE undone: rotation by the opposite angle (`rope_into(inverse=True)`: into one new tensor, no temporaries)."
         if x.shape[-1] % 2 or (torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)):
-            return x * cos - _rotate_half(x) * sin                          # the general formula
+            return x * cos - rotate_half(x) * sin                          # the general formula
         out = torch.empty(broadcast_shape(x.shape, cos.shape), dtype=torch.result_type(x, cos), device=x.device)
-        return _rope_into(out, x, cos, sin, inverse=True)
+        return rope_into(out, x, cos, sin, inverse=True)
 
     def rope(self, ref:Tensor, positions:Tensor) -> tuple:
         "(cos, sin) for integer `positions` (B, T) or (1, T)."

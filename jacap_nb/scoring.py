@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from .theory import auto_noise_var
+from .rope import rope_into
 from .checks import compute_dtype, check_number, check_finite, check_cache, check_query, check_broadcast, check_noise_var, broadcast_shape
 
 # %% auto #0
@@ -180,7 +181,7 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
             return _band_attention(k, q, int(qpos[0]) - base, n_sink, block, halo, causal, rope=rope, scale=scale).float()
         # otherwise (e.g. after an eviction) exact: the few decoding queries are cheap
     k = k * scale                                                          # the scale on the keys: G times fewer numbers
-    if rope is not None: q = _rope_into(torch.empty(q.shape, dtype=q.dtype, device=dev), q, *rope)   # already (T, d) in dt
+    if rope is not None: q = rope_into(torch.empty(q.shape, dtype=q.dtype, device=dev), q, *rope)   # already (T, d) in dt
     out = k.new_zeros(*broadcast_shape(k.shape[:-2], q.shape[:-2]), n)
     plain = key_positions is None and query_positions is None             # keys 0..N-1, queries N-T..N-1
     for s in range(0, t, chunk):
@@ -196,14 +197,6 @@ def _context_attention(keys, queries, causal=True, key_positions=None, query_pos
             if causal: logits = logits.masked_fill(kpos[..., None, :] > qp[..., :, None], float("-inf"))
             out = torch.maximum(out, torch.softmax(logits, -1).nan_to_num(0.0).amax(-2))
     return out.float()
-
-def _rope_into(out:Tensor, x:Tensor, cos:Tensor, sin:Tensor, inverse:bool=False) -> Tensor:
-    "RoPE in the rotate-half convention (Llama, Mistral, Qwen): out = x cos + rotate_half(x) sin (inverse: x cos - rotate_half(x) sin, the rotation undone), written into `out`."
-    h, s = x.shape[-1] // 2, -1 if inverse else 1
-    torch.mul(x, cos, out=out)                                     # full width, then the two half-width terms
-    out[..., :h].addcmul_(x[..., h:], sin[..., :h], value=-s)
-    out[..., h:].addcmul_(x[..., :h], sin[..., h:], value=s)
-    return out
 
 def _band_attention(k:Tensor,      # keys (..., N, d)
                     q:Tensor,      # queries (..., T, d)
@@ -261,7 +254,7 @@ def _band_windows(k:Tensor,   # keys (..., N, d)
     cos, sin = rope if rope is not None else (None, None)
     def put(dst, src, j0, j1, shape):                              # queries into the buffer, rotated on the way if pre-RoPE
         if rope is None: dst.copy_(src)
-        else: _rope_into(dst, src, cos[j0:j1].view(shape), sin[j0:j1].view(shape))
+        else: rope_into(dst, src, cos[j0:j1].view(shape), sin[j0:j1].view(shape))
     for b0 in range(0, nb, per):
         b1 = min(nb, b0 + per); m = b1 - b0
         qm, km, lm = buf if m == per else bufs(m)                  # contiguous: each product writes its output directly

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
+from .rope import rotate_half
 
 # %% auto #0
-__all__ = ['stats_mask', 'masked_moments', 'rope_mixture', 'QueryStats', 'ema_update']
+__all__ = ['stats_mask', 'masked_moments', 'rope_mixture', 'rope_averages', 'rope_mixture_from', 'QueryStats', 'ema_update']
 
 # %% ../nbs/02_stats.ipynb #502af4db
 def stats_mask(valid:Tensor,          # bool (B, T): real (non-padding) tokens
@@ -39,10 +40,6 @@ def masked_moments(q:Tensor,    # queries (B, H, T, d)
     return (qf * w).sum(2) / denom, (qf.pow(2) * w).sum(2) / denom, n
 
 # %% ../nbs/02_stats.ipynb #8a838faf
-def _rotate_half(x:Tensor) -> Tensor:
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
 def _swap_half(x:Tensor) -> Tensor:
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x2, x1), dim=-1)
@@ -54,18 +51,18 @@ def rope_mixture(mean:Tensor,  # pre-RoPE mean (B, H, d)
                  eps:float=1e-6, # variance floor
                 ) -> tuple:      # post-RoPE (mean, var), (B, H, d) each
     "Mean and diagonal variance of R(p) q with q ~ N(mean, diag var) and p uniform over the given positions."
-    return _rope_mixture(mean, var, _rope_averages(cos, sin), eps)
+    return rope_mixture_from(mean, var, rope_averages(cos, sin), eps)
 
-def _rope_averages(cos:Tensor, sin:Tensor) -> tuple:
+def rope_averages(cos:Tensor, sin:Tensor) -> tuple:
     "The five averages over the positions that `rope_mixture` reads: E cos, E sin, E cos^2, E sin^2, E cos sin, (B or 1, 1, d)."
     c, s = cos.float(), sin.float()                         # (B or 1, n, d)
     avg = lambda x: x.mean(-2)[:, None]                     # over the positions: (B or 1, 1, d)
     return avg(c), avg(s), avg(c * c), avg(s * s), avg(c * s)
 
-def _rope_mixture(mean, var, averages:tuple, eps=1e-6) -> tuple:
+def rope_mixture_from(mean, var, averages:tuple, eps=1e-6) -> tuple:
     "`rope_mixture` from the averages (the same for every layer and head at one position: computed once per forward)."
     ec, es, ecc, ess, ecs = averages
-    m = mean.float(); rm = _rotate_half(m)                  # (B, H, d)
+    m = mean.float(); rm = rotate_half(m)                  # (B, H, d)
     mu = m * ec + rm * es
     second = m * m * ecc + rm * rm * ess + 2 * m * rm * ecs
     spread = ecc * var.float() + ess * _swap_half(var.float())

@@ -10,7 +10,7 @@ from functools import cached_property
 import torch
 from torch import Tensor
 from .checks import check_int
-from .stats import QueryStats, _rope_averages, _rope_mixture
+from .stats import QueryStats, rope_averages, rope_mixture_from
 from .models import AttentionAdapter
 
 # %% auto #0
@@ -114,9 +114,9 @@ class LayerView:
         avgs = None if self.rope_cache is None else self.rope_cache.get(key)
         if avgs is None:                                     # every layer of a forward shares them: computed once
             pos = self.next_position[:, None] + torch.arange(self.rope_horizon, device=self.keys.device)
-            avgs = _rope_averages(*self.adapter.rope(self.keys, pos))
+            avgs = rope_averages(*self.adapter.rope(self.keys, pos))
             if self.rope_cache is not None: self.rope_cache.clear(); self.rope_cache[key] = avgs
-        return _rope_mixture(st.mean, st.var, avgs, st.eps)
+        return rope_mixture_from(st.mean, st.var, avgs, st.eps)
 
     def with_changes(self, **changes) -> "LayerView":
         "`dataclasses.replace`, keeping the derived queries and pre-RoPE keys already computed when their inputs are unchanged."
