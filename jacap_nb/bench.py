@@ -13,7 +13,7 @@ from tqdm.auto import tqdm
 # %% auto #0
 __all__ = ['PROTOCOL', 'RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention', 'compress_prefill',
            'needs_pipeline', 'library_versions', 'model_description', 'write_config', 'run_bench', 'bench_parser',
-           'bench_args', 'bench_cli']
+           'bench_args', 'portable_arg', 'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import get_task, TASKS, token_fidelity
@@ -450,17 +450,17 @@ def bench_args(argv:list) -> dict:
     if a.threads: torch.set_num_threads(a.threads)
     return kw
 
-def _no_machine_path(arg:str) -> str:
+def portable_arg(arg:str) -> str:
     "An absolute path in a recorded command is reduced to its last part (config.json must not hold this machine's paths)."
     if arg.startswith("--") and "=" in arg:                                 # --out=/abs/path
-        k, v = arg.split("=", 1); return f"{k}={_no_machine_path(v)}"
+        k, v = arg.split("=", 1); return f"{k}={portable_arg(v)}"
     return Path(arg).name if Path(arg).is_absolute() else arg
 
 def bench_cli(argv:list|None=None) -> int:
     "Entry point of `jacap-nb bench`: run, then print the summary as a markdown table."
     argv = sys.argv[1:] if argv is None else list(argv)
     kw = bench_args(argv)
-    try: summ = run_bench(**kw, command=" ".join(["jacap-nb", "bench", *map(_no_machine_path, argv)]))
+    try: summ = run_bench(**kw, command=" ".join(["jacap-nb", "bench", *map(portable_arg, argv)]))
     except (ValueError, TypeError) as e: print(f"jacap-nb bench: error: {e}", file=sys.stderr); return 2
     print(markdown_table(summ))
     return 0

@@ -22,7 +22,7 @@ from .allocation import LayerBudget
 from .cache import apply_press
 from .cache_layer import rank_protect
 from .view import StatsConfig
-from .models import model_adapters, cache_kwarg, _cache_root
+from .models import model_adapters, cache_kwarg, cache_root
 from .texts import filler_sentences, token_counter
 
 # %% ../nbs/06b_budgets.ipynb #f3a0bb70
@@ -119,7 +119,7 @@ _MEASURED = weakref.WeakKeyDictionary()    # model -> its LayerBudget, for this 
 def budget_path(model:nn.Module) -> Path:
     "Where the model's measured budget is cached: $JACAP_NB_BUDGETS (default $JACAP_NB_CACHE/budgets)/<model type>-<fingerprint[:16]>.json."
     kind = re.sub(r"[^A-Za-z0-9_.-]", "_", str(getattr(getattr(model, "config", None), "model_type", type(model).__name__)))
-    root = Path(os.environ["JACAP_NB_BUDGETS"]) if os.environ.get("JACAP_NB_BUDGETS") else _cache_root() / "budgets"
+    root = Path(os.environ["JACAP_NB_BUDGETS"]) if os.environ.get("JACAP_NB_BUDGETS") else cache_root() / "budgets"
     return root / f"{kind}-{model_fingerprint(model)[:16]}.json"
 
 

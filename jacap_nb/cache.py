@@ -18,7 +18,7 @@ from .cache_layer import CompressedLayer, select_slots, head_masks, needs_head_m
 from .allocation import LayerBudget, head_budgets, head_slots, uneven_budget
 from .capture import Prefill, keep_attention_queries, listen_to_queries, projection_recorder
 from .view import LayerView, PressPlan
-from .scoring import _top_sorted
+from .scoring import top_sorted
 from .stats import QueryStats, ema_update
 from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
 
@@ -345,7 +345,7 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
         scores = pos.float().masked_fill(~valid[:, None], float("-inf"))
     protect = run.press.protected(view, valid)
     if all_real and not fell_back and all(k == physical for k in real_keep) and (run.plan.n_protected or physical + 1) <= physical:
-        idx = _top_sorted(scores, physical, protect, finite=True)   # finite scores, no padding, room for every protected slot
+        idx = top_sorted(scores, physical, protect, finite=True)   # finite scores, no padding, room for every protected slot
     else: idx = select_slots(scores, valid, real_keep, physical, protect)
     layer.evict(idx)
     if run._uneven: _own_mask(run, layer)                    # layers differ in length: each gets its own mask (the hook)

@@ -10,7 +10,7 @@ from functools import lru_cache
 import torch
 from torch import Tensor, nn
 from transformers.cache_utils import DynamicLayer
-from .scoring import select_tokens, _top_sorted
+from .scoring import select_tokens, top_sorted
 from .models import AttentionAdapter, model_adapters
 
 # %% auto #0
@@ -133,7 +133,7 @@ def select_slots(scores:Tensor,    # (B, Hkv, P) float scores, larger = keep
     "Per-row selection of kept slots with padding-aware budgets."
     if bool(valid.all()) and all(int(k) == physical for k in real_keep):   # no padding (the common case): one batched top-k
         if int(protect.sum(-1).max()) > physical: return select_tokens(scores.float(), physical, 0, 0, protect)   # its error
-        return _top_sorted(scores.float(), physical, protect)              # select_tokens without its checks
+        return top_sorted(scores.float(), physical, protect)              # select_tokens without its checks
     rows = []
     for b in range(scores.shape[0]):
         k = int(real_keep[b])

@@ -14,8 +14,8 @@ from .rope import rope_into, rotate_half
 
 # %% auto #0
 __all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'PROBE_TEXT', 'PROBE_IDS', 'CHUNKED_MODELS', 'GPU_MODEL', 'SUPPORTED_ATTENTION',
-           'smollm2_gguf_dir', 'smollm2_cache_dir', 'load_smollm2', 'ChunkedGGUF', 'chunked_gguf_path', 'load_chunked',
-           'default_model', 'load_model', 'AttentionAdapter', 'attention_adapter', 'model_adapters',
+           'smollm2_gguf_dir', 'cache_root', 'smollm2_cache_dir', 'load_smollm2', 'ChunkedGGUF', 'chunked_gguf_path',
+           'load_chunked', 'default_model', 'load_model', 'AttentionAdapter', 'attention_adapter', 'model_adapters',
            'sliding_window_layers', 'empty_cache', 'cache_kwarg', 'output_cache', 'tiny_model']
 
 # %% ../nbs/05_models.ipynb #604cf2a6
@@ -30,12 +30,12 @@ def smollm2_gguf_dir() -> Path:
         if (Path(loc)/SMOLLM2_GGUF).exists(): return Path(loc)
     raise FileNotFoundError(f"SmolLM2 GGUF file {SMOLLM2_GGUF} not found; install it with `{INSTALL_HINT}`")
 
-def _cache_root() -> Path: return Path(os.environ.get("JACAP_NB_CACHE", Path.home()/".cache"/"jacap_nb"))
+def cache_root() -> Path: return Path(os.environ.get("JACAP_NB_CACHE", Path.home()/".cache"/"jacap_nb"))
 
 def _copy_dir(name:str, dtype) -> Path:
     "A model's dequantised copy: <cache root>/<name>-<dtype>-transformers<version> (a version's copy is its own)."
     import transformers
-    return _cache_root()/f"{name}-{str(dtype).replace('torch.', '')}-transformers{transformers.__version__}"
+    return cache_root()/f"{name}-{str(dtype).replace('torch.', '')}-transformers{transformers.__version__}"
 
 def smollm2_cache_dir(dtype=torch.float32) -> Path:
     "Where the dequantised copy lives: $JACAP_NB_CACHE or ~/.cache/jacap_nb, then smollm2-<dtype>-transformers<version>."
@@ -126,7 +126,7 @@ CHUNKED_MODELS = {
 def chunked_gguf_path(name:str) -> Path:
     "The joined GGUF of `CHUNKED_MODELS[name]` in the cache folder (joined and checked on first use)."
     m = CHUNKED_MODELS[name]
-    out = _cache_root()/"gguf"/m.file
+    out = cache_root()/"gguf"/m.file
     if out.exists() and out.stat().st_size == m.size: return out
     chunks = []
     for mod, rel in m.parts:

@@ -15,7 +15,7 @@ from .checks import compute_dtype, check_number, check_finite, check_cache, chec
 # %% auto #0
 __all__ = ['BACKENDS', 'JACAP_QUERIES', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'key_leverage', 'prior_attention',
            'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
-           'jacap_context_scores', 'capkv_weights', 'capkv_scores', 'select_tokens']
+           'jacap_context_scores', 'capkv_weights', 'capkv_scores', 'select_tokens', 'top_sorted']
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
 def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
@@ -408,9 +408,9 @@ def select_tokens(scores:Tensor, # scores (..., N), larger = keep
     n_prot = int(prot.sum(-1).max()) if prot.numel() else 0
     if n_prot > budget: raise ValueError(
         f"protected tokens ({n_prot}: n_sink={n_sink}, window={window}, protect mask) exceed budget={budget}")
-    return _top_sorted(scores, budget, prot)
+    return top_sorted(scores, budget, prot)
 
-def _top_sorted(scores:Tensor, budget:int, protect:Tensor, finite:bool=False) -> Tensor:
+def top_sorted(scores:Tensor, budget:int, protect:Tensor, finite:bool=False) -> Tensor:
     "Unchecked `select_tokens`: the `budget` best per row, `protect`ed ones first, ascending (scores without NaN; `finite`: no inf either)."
     s = scores if scores.is_floating_point() else scores.float()
     if not finite: s = s.nan_to_num(posinf=torch.finfo(s.dtype).max)   # an unprotected +inf must not tie with the protected ones

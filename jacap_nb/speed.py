@@ -20,7 +20,7 @@ from .capture import capture_prefill
 from .cache import compress_layers, cache_kwarg
 from .presses import make_press, DecodingEviction, Jacap
 from .methods import parse_method
-from .bench import library_versions, _no_machine_path
+from .bench import library_versions, portable_arg
 from .report import markdown_table, method_color
 
 # %% ../nbs/15_speed.ipynb #6cf4bc5b
@@ -286,6 +286,6 @@ def speed_cli(argv:list|None=None) -> int:
     print(f"\nidle hook while decoding: {1e3 * dec['step_s']:.1f} ms/token plain, {1e3 * dec['hooked_step_s']:.1f} ms/token hooked "
           f"({100 * dec['overhead']:+.1f}%); time in the press's hooks {1e6 * dec['hook_s']:.0f} us/token "
           f"({100 * dec['hook_share']:.2f}% of a step)")
-    if a.out: Path(a.out).write_text(json.dumps(dict(command=" ".join(["jacap-nb", "speed", *map(_no_machine_path, argv)]),
+    if a.out: Path(a.out).write_text(json.dumps(dict(command=" ".join(["jacap-nb", "speed", *map(portable_arg, argv)]),
                                                    versions=library_versions(), rows=rows, decode=dec), indent=1))
     return 0
