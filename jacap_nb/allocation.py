@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from torch import Tensor
+from .view import PressPlan
 
 # %% auto #0
-__all__ = ['head_budgets', 'head_slots', 'apportion', 'LayerBudget', 'uneven_budget']
+__all__ = ['head_budgets', 'head_slots', 'apportion', 'LayerBudget', 'uneven_budget', 'layer_counts']
 
 # %% ../nbs/05d_allocation.ipynb #a05d08
 def _top_counts(scores:list, order:Tensor, k:int, min_keep:int) -> list:
@@ -140,3 +141,15 @@ def uneven_budget(budget) -> bool:
     "Whether a press's `budget` makes layers (or heads) keep different numbers of tokens: 'heads', 'layers', 'auto' or a `LayerBudget`."
     return isinstance(budget, LayerBudget) or budget in ("heads", "layers", "auto")
 
+
+# %% ../nbs/05d_allocation.ipynb #a05d21
+def layer_counts(press,      # a press (or wrapped press) whose `budget` may be a `LayerBudget`
+                 n:int,      # real tokens of the prompt
+                ) -> list|None: # tokens each layer keeps; None: every layer keeps `press.prefill_keep(n)`
+    "What each layer keeps at prefill under the press's `LayerBudget`: the uniform budget's total, shared by one threshold."
+    plan = PressPlan.of(press); lb = plan.budget
+    if not isinstance(lb, LayerBudget) or press.compression_ratio == 0: return None
+    if n == 0: return [0] * lb.n_layers
+    keep = press.prefill_keep(n)
+    floor = math.ceil(plan.layer_floor * keep)                                # a share of the uniform count
+    return lb.counts(n, keep, min(max(press.n_protected + 1, floor), n))

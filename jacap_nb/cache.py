@@ -11,15 +11,15 @@ import torch
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['PressRun', 'layer_counts', 'after_attention', 'apply_press', 'active_run', 'compress_layers']
+__all__ = ['PressRun', 'after_attention', 'apply_press', 'active_run', 'compress_layers']
 
 # %% ../nbs/06_cache.ipynb #9ed17776
 from .cache_layer import CompressedLayer, select_slots, head_masks, needs_head_masks, masked_attention_impl
-from .allocation import LayerBudget, head_budgets, head_slots, uneven_budget
+from .allocation import LayerBudget, head_budgets, head_slots, uneven_budget, layer_counts
 from .capture import Prefill, keep_attention_queries, listen_to_queries, projection_recorder
 from .view import LayerView, PressPlan
 from .scoring import top_sorted
-from .stats import QueryStats, ema_update
+from .stats import QueryStats, ema_update, percentiles
 from .models import AttentionAdapter, model_adapters, sliding_window_layers, cache_kwarg
 
 # %% ../nbs/06_cache.ipynb #ec678855
@@ -87,17 +87,6 @@ def _uneven_layers(press) -> bool:
 def _own_mask(run:PressRun, layer:CompressedLayer):
     "Under uneven layers: the layer's slot validity (its rows' real tokens), so the head-mask hook gives it its own mask."
     layer.slot_valid = run.attention_mask.gather(1, layer.positions[:, 0])[:, None].expand(layer.positions.shape).clone()
-
-def layer_counts(press,      # a press (or wrapped press) whose `budget` may be a `LayerBudget`
-                 n:int,      # real tokens of the prompt
-                ) -> list|None: # tokens each layer keeps; None: every layer keeps `press.prefill_keep(n)`
-    "What each layer keeps at prefill under the press's `LayerBudget`: the uniform budget's total, shared by one threshold."
-    plan = PressPlan.of(press); lb = plan.budget
-    if not isinstance(lb, LayerBudget) or press.compression_ratio == 0: return None
-    if n == 0: return [0] * lb.n_layers
-    keep = press.prefill_keep(n)
-    floor = math.ceil(plan.layer_floor * keep)                                # a share of the uniform count
-    return lb.counts(n, keep, min(max(press.n_protected + 1, floor), n))
 
 def _set_prefill_budget(run:PressRun, ns:list):
     "Each row's prefill budget, computed once per prefill: uniform `prefill_keep`, and per layer under a `LayerBudget`."
@@ -262,15 +251,6 @@ def _row_scores(press, view:LayerView, valid:Tensor, all_real:bool) -> Tensor:
         out[r, :, valid[r]] = press.scores(view.row(r, valid[r]))[0].float()
     return out
 
-def _entropy(view:LayerView, valid:Tensor) -> float|None:
-    "Mean entropy (nats) of softmax(K mu / sqrt d) over the real slots (mu: the future mean query), or None without statistics."
-    if view.stats is None or view.stats.mean is None: return None
-    mu, _ = view.future_query_moments()
-    b, hkv, p, d = view.keys.shape
-    logits = torch.einsum("bhpd,bhgd->bhgp", view.keys.float(), mu.view(b, hkv, view.group, d).float()) / math.sqrt(d)
-    lp = torch.log_softmax(logits.masked_fill(~valid[:, None, None], float("-inf")), -1)
-    return float(-(lp.exp() * lp.nan_to_num(neginf=0.0)).sum(-1).mean())
-
 def _fallback(run:PressRun, why:str):
     run.fallbacks += 1
     if not run._warned:
@@ -298,17 +278,7 @@ def _finish_ages(run:PressRun, i:int):
     "Fill in the age percentiles of layer i's pending record from the positions it kept (`kept_indices[i]`)."
     rec, logical = run._ages.pop(i, (None, 0))
     if rec is None: return
-    rec["age_p10"], rec["age_p50"], rec["age_p90"] = _percentiles(logical - 1 - run.kept_indices[i], (0.1, 0.5, 0.9))
-
-def _percentiles(x:Tensor, qs:tuple) -> list:
-    "torch.quantile's linear interpolation from one sort (a few microseconds where quantile takes hundreds), NaN for no values."
-    v = x.reshape(-1).sort().values.tolist()
-    if not v: return [float("nan")] * len(qs)
-    out, m = [], len(v) - 1
-    for q in qs:
-        f = q * m; lo = int(f); hi = min(lo + 1, m)
-        out.append(float(v[lo] + (f - lo) * (v[hi] - v[lo])))
-    return out
+    rec["age_p10"], rec["age_p50"], rec["age_p90"] = percentiles(logical - 1 - run.kept_indices[i], (0.1, 0.5, 0.9))
 
 @lru_cache(maxsize=16)
 def _all_real(b:int, p:int, device) -> Tensor:
@@ -354,8 +324,8 @@ def _evict(run:PressRun, view:LayerView, layer:CompressedLayer, phase:str, keep:
     kept_valid = None if all_real else run.attention_mask.gather(1, pos[:, 0])
     _set_kept(run, i, pos.clone())
     qs = [None] * 3 if kept_valid is None else \
-         _percentiles(layer.logical_length - 1 - (pos if bool(kept_valid.all()) else pos[kept_valid[:, None].expand_as(pos)]), (0.1, 0.5, 0.9))
-    _record(run, i, phase, layer, before, nbytes, seconds, qs, _entropy(view, valid), bool(fell_back))
+         percentiles(layer.logical_length - 1 - (pos if bool(kept_valid.all()) else pos[kept_valid[:, None].expand_as(pos)]), (0.1, 0.5, 0.9))
+    _record(run, i, phase, layer, before, nbytes, seconds, qs, view.mean_query_entropy(valid), bool(fell_back))
     if kept_valid is None: run._ages[i] = (run._records[-1], layer.logical_length)   # no padding: read off kept_indices later
 
 # %% ../nbs/06_cache.ipynb #9aad75b9

@@ -10,7 +10,8 @@ from torch import Tensor
 from .rope import rotate_half
 
 # %% auto #0
-__all__ = ['stats_mask', 'masked_moments', 'rope_mixture', 'rope_averages', 'rope_mixture_from', 'QueryStats', 'ema_update']
+__all__ = ['stats_mask', 'masked_moments', 'rope_mixture', 'rope_averages', 'rope_mixture_from', 'QueryStats', 'ema_update',
+           'percentiles']
 
 # %% ../nbs/02_stats.ipynb #502af4db
 def stats_mask(valid:Tensor,          # bool (B, T): real (non-padding) tokens
@@ -123,3 +124,16 @@ def ema_update(stats:QueryStats,       # statistics to update
         w = recent.shape[2]
         recent = torch.cat([recent, q_post.to(recent.dtype)], 2)[:, :, -w:]
     return replace(stats, mean=mean, second=second, count=count, recent=recent)
+
+# %% ../nbs/02_stats.ipynb #st0pct2
+def percentiles(x:Tensor,  # any shape: every value counts
+                qs:tuple,  # levels in [0, 1]
+               ) -> list:  # floats, one per level (NaN for every level when x is empty)
+    "torch.quantile's linear interpolation from one sort."
+    v = x.reshape(-1).sort().values.tolist()
+    if not v: return [float("nan")] * len(qs)
+    out, m = [], len(v) - 1
+    for q in qs:
+        f = q * m; lo = int(f); hi = min(lo + 1, m)
+        out.append(float(v[lo] + (f - lo) * (v[hi] - v[lo])))
+    return out

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Protocol, runtime_checkable
 from functools import cached_property
+import math
 import torch
 from torch import Tensor
 from .checks import check_int
@@ -117,6 +118,15 @@ class LayerView:
             avgs = rope_averages(*self.adapter.rope(self.keys, pos))
             if self.rope_cache is not None: self.rope_cache.clear(); self.rope_cache[key] = avgs
         return rope_mixture_from(st.mean, st.var, avgs, st.eps)
+
+    def mean_query_entropy(self, valid:Tensor) -> float|None:
+        "Mean entropy (nats) of softmax(K mu / sqrt d) over the real slots `valid` (B, P), mu the future mean query; None without statistics."
+        if self.stats is None or self.stats.mean is None: return None
+        mu, _ = self.future_query_moments()
+        b, hkv, p, d = self.keys.shape
+        logits = torch.einsum("bhpd,bhgd->bhgp", self.keys.float(), mu.view(b, hkv, self.group, d).float()) / math.sqrt(d)
+        lp = torch.log_softmax(logits.masked_fill(~valid[:, None, None], float("-inf")), -1)
+        return float(-(lp.exp() * lp.nan_to_num(neginf=0.0)).sum(-1).mean())
 
     def with_changes(self, **changes) -> "LayerView":
         "`dataclasses.replace`, keeping the derived queries and pre-RoPE keys already computed when their inputs are unchanged."

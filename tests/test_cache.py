@@ -9,7 +9,8 @@ import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
 from jacap_nb import scoring, baselines
 from jacap_nb.allocation import LayerBudget
-from jacap_nb.cache import layer_counts, compress_layers, active_run
+from jacap_nb.cache import compress_layers, active_run
+from jacap_nb.allocation import layer_counts
 from jacap_nb.capture import capture_prefill
 from jacap_nb.cache_layer import head_masks
 from jacap_nb.cache_layer import CompressedLayer, cache_bytes
