@@ -12,8 +12,8 @@ from torch import Tensor
 from .checks import check_number, check_noise_var, check_broadcast, check_query, broadcast_shape
 
 # %% auto #0
-__all__ = ['JACAP', 'CAPKV', 'available', 'softmax_stats', 'weighted_gram', 'capacity_factor', 'leverage_pass',
-           'capacity_scores_rows', 'triton_scores']
+__all__ = ['JACAP', 'CAPKV', 'KERNEL_DTYPES', 'jit', 'available', 'softmax_stats', 'weighted_gram', 'capacity_factor',
+           'leverage_pass', 'capacity_scores_rows', 'triton_scores']
 
 # %% ../nbs/03_kernels.ipynb #5441eae3
 try:
@@ -23,18 +23,18 @@ except ImportError:  # the library still imports without triton; every call then
     triton, tl = None, SimpleNamespace(constexpr=None)
 
 # %% ../nbs/03_kernels.ipynb #13aafad2
-def _jit(fn):
+def jit(fn):
     "triton.jit when triton is installed (it reads TRITON_INTERPRET now, at decoration time), else the plain function."
     return triton.jit(fn) if triton is not None else fn
 
 JACAP, CAPKV = 0, 1
 
-@_jit
+@jit
 def _tile(X, r, offs, nmask, cols, cmask, s_r, s_n):
     "Rows `offs` (BN,) of row-block r of X and columns `cols` (BD,), as an fp32 tile; masked lanes read 0."
     return tl.load(X + r * s_r + offs[:, None] * s_n + cols[None, :], mask=nmask[:, None] & cmask[None, :], other=0.0).to(tl.float32)
 
-@_jit
+@jit
 def _logits(k, q, tau, MODE: tl.constexpr):
     "The softmax logits of a block of keys for one query head: z (Jacap, q pre-scaled) or tau * clamp(cos) (CapKV)."
     z = tl.sum(k * q[None, :], axis=1)
@@ -43,7 +43,7 @@ def _logits(k, q, tau, MODE: tl.constexpr):
         z = tau * tl.minimum(tl.maximum(z / norm, -1.0), 1.0)
     return z
 
-@_jit
+@jit
 def _token_weights(k, q, qv, m, l, tau, d, MODE: tl.constexpr):
     "Weights of a block of keys k (BN, BD) fp32 for one query head: Jacap (MODE 0) or CapKV (MODE 1); m, l: max, sum-exp."
     z = _logits(k, q, tau, MODE)
@@ -56,7 +56,7 @@ def _token_weights(k, q, qv, m, l, tau, d, MODE: tl.constexpr):
     return w
 
 # %% ../nbs/03_kernels.ipynb #c9ab2a37
-@_jit
+@jit
 def _stats_kernel(K, Q, M_OUT, L_OUT, N, G, CHUNK, d, tau, s_kr, s_kn,
                   MODE: tl.constexpr, BN: tl.constexpr, BDK: tl.constexpr):
     r = tl.program_id(0); s = tl.program_id(1); n_split = tl.num_programs(1)
@@ -96,7 +96,7 @@ def _uses_triton(t:Tensor) -> bool:
     "Triton runs on this tensor: compiled kernels on CUDA, or the interpreter (which handles any device)."
     return triton is not None and (_interpreted() or t.is_cuda)
 
-_KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 def _pow2(x:int, lo:int=16) -> int: return max(lo, 1 << (max(int(x), 1) - 1).bit_length())
 
@@ -132,7 +132,7 @@ def _check_rows(k:Tensor, v:Tensor, q:Tensor, qv:Tensor|None):
     if k.ndim != 3 or v.ndim != 3 or k.shape[:2] != v.shape[:2]: raise ValueError(
         f"keys must be (R, N, d) and values (R, N, d_v) with the same R, N; got {tuple(k.shape)} and {tuple(v.shape)}")
     for name, t in (("keys", k), ("values", v)):
-        if t.dtype not in _KERNEL_DTYPES: raise ValueError(f"{name} must be float32, bfloat16 or float16; got {t.dtype}")
+        if t.dtype not in KERNEL_DTYPES: raise ValueError(f"{name} must be float32, bfloat16 or float16; got {t.dtype}")
         if t.stride(-1) != 1: raise ValueError(f"{name} must have a contiguous last dimension (stride 1); got strides {t.stride()}")
     for name, t in (("q_mean", q), ("q_var", qv)):
         if t is None: continue
@@ -179,7 +179,7 @@ def softmax_stats(keys:Tensor,   # keys (R, N, d), any float dtype of the kernel
     return m, (l_part * torch.exp(m_part - m[:, None])).sum(1)
 
 # %% ../nbs/03_kernels.ipynb #33734ae5
-@_jit
+@jit
 def _gram_kernel(K, V, Q, QV, M, L, GRAM, N, G, CHUNK, d, dv, tau, s_kr, s_kn, s_vr, s_vn,
                  MODE: tl.constexpr, BN: tl.constexpr, BDK: tl.constexpr, BDV: tl.constexpr, PRECISION: tl.constexpr):
     r = tl.program_id(0); s = tl.program_id(1)
@@ -237,7 +237,7 @@ def capacity_factor(gram:Tensor, # weighted Gram (R, G, d_v, d_v) float32
     return linv, 1.0 / s2, info
 
 # %% ../nbs/03_kernels.ipynb #f9a17378
-@_jit
+@jit
 def _leverage_kernel(K, V, Q, QV, M, L, LINV, SCALE, OUT, N, G, CHUNK, d, dv, tau, s_kr, s_kn, s_vr, s_vn,
                      MODE: tl.constexpr, BN: tl.constexpr, BDK: tl.constexpr, BDV: tl.constexpr, PRECISION: tl.constexpr,
                      LT: tl.constexpr):
@@ -350,7 +350,7 @@ def _scores(keys, values, q_mean, q_var, method, tau, noise_var, reference):
     "Run the Triton passes when Triton can run on these inputs, else (warning once when it could have) the reference."
     if not (isinstance(keys, Tensor) and _uses_triton(keys)): return reference()
     name = f"{method}_scores"
-    if keys.dtype not in _KERNEL_DTYPES or getattr(values, "dtype", None) not in _KERNEL_DTYPES:
+    if keys.dtype not in KERNEL_DTYPES or getattr(values, "dtype", None) not in KERNEL_DTYPES:
         _warn_once(f"{name}: {keys.dtype}/{getattr(values, 'dtype', None)} inputs take the torch reference (kernels: fp32, bf16, fp16)")
         return reference()
     _check_stats(keys, values, q_mean, q_var, tau, noise_var)

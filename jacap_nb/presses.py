@@ -151,6 +151,8 @@ class Jacap(Scorer):
     score: str = "capacity"           # "capacity": centred-value leverage of the weights (the Jacobian capacity); "attention":
                                       # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head (comparable
                                       # across heads: for budget="heads"; with queries="replay", prior_weight=0 it is KVzip's score)
+    backend: str = "auto"             # "triton": the kernels of 03b_fused (03_kernels for "stats"); "torch": eager PyTorch;
+                                      # "auto": Triton for CUDA tensors when it is installed, else torch
 
     def __post_init__(self):
         if self.queries not in scoring.JACAP_QUERIES: raise ValueError(
@@ -163,6 +165,9 @@ class Jacap(Scorer):
         if self.score not in JACAP_SCORES: raise ValueError(f"score must be one of {', '.join(map(repr, JACAP_SCORES))}; got {self.score!r}")
         if self.score == "attention" and self.queries == "stats": raise ValueError(
             "score='attention' needs queries='context' or 'replay' (the Gaussian of queries='stats' has no worst case)")
+        if self.backend not in scoring.BACKENDS: raise ValueError(
+            f"backend must be one of {', '.join(map(repr, scoring.BACKENDS))}; got {self.backend!r}")
+        if self.backend == "triton": scoring.use_triton(None, "triton")       # no Triton here: say so now, not mid-prefill
 
     @classmethod
     def paper(cls) -> "Jacap":
@@ -177,17 +182,21 @@ class Jacap(Scorer):
     def replay(self) -> bool: return self.queries == "replay"
 
     def __call__(self, view):
-        if self.queries == "replay" and view.replay_attention is not None:
-            if self.score == "attention": return self._attention(view, view.replay_attention)
-            return scoring.jacap_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
-                                                self.breadth, self.noise_var)
         if self.queries == "stats":
             mu, var = view.future_query_moments()
-            return _grouped(view, lambda k, v, q_mean, q_var: scoring.jacap_scores(k, v, q_mean, q_var, self.tau, self.noise_var),
-                            q_mean=mu, q_var=var)
+            return _grouped(view, lambda k, v, q_mean, q_var: scoring.jacap_scores(k, v, q_mean, q_var, self.tau, self.noise_var,
+                                                                                   backend=self.backend), q_mean=mu, q_var=var)
+        fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
+        if self.queries == "replay" and view.replay_attention is not None:
+            if self.score == "attention": return self._attention(view, view.replay_attention, fused)
+            if fused: return fused.triton_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
+                                                         self.breadth, self.noise_var)
+            return scoring.jacap_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
+                                                self.breadth, self.noise_var)
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
-            w = scoring._prior_attention(view.keys_pre, self.breadth).float()
-            return w if self.score == "attention" else scoring.centred_leverage(w, view.values, self.noise_var)
+            w = self._prior(view, fused)
+            if self.score == "attention": return w
+            return (fused.triton_centred_leverage if fused else scoring.centred_leverage)(w, view.values, self.noise_var)
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
             skip = view.n_sink if view.token_positions.shape[1] > 2 * view.n_sink else 0   # prefill: every prompt token's
@@ -203,6 +212,14 @@ class Jacap(Scorer):
         if torch.equal(view.positions, ar.expand_as(view.positions)) and torch.equal(qpos, ar[p - len(qpos):]):
             kpos = qpos = None                                                 # a plain prefill: the fast path
         else: kpos = view.positions
+        if fused:                      # the band on Triton for a plain prefill; after an eviction torch's exact few queries
+            if kpos is None and qpos is None and self.block is not None:
+                worst = fused.triton_band_attention(view.keys, q, view.n_sink, self.block, self.halo, self.causal, rope)
+            else: worst = scoring._context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
+                                                     key_positions=None if kpos is None else kpos[..., None, :],
+                                                     n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope).amax(-2)
+            if self.score == "attention": return self._attention(view, worst, fused)
+            return fused.triton_mixture_scores(view.keys_pre, view.values, worst, self.prior_weight, self.breadth, self.noise_var)
         if self.score == "attention":
             worst = scoring._context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
                                               key_positions=None if kpos is None else kpos[..., None, :],
@@ -212,10 +229,19 @@ class Jacap(Scorer):
                                             self.noise_var, causal=self.causal, key_positions=kpos, query_positions=qpos,
                                             n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
 
-    def _attention(self, view, worst:Tensor) -> Tensor:
+    def _prior(self, view, fused) -> Tensor:
+        "E_prior[alpha] of the pre-RoPE keys, on the kernels when `fused` (the module) is given."
+        return (fused.triton_prior_attention if fused else scoring._prior_attention)(view.keys_pre, self.breadth).float()
+
+    def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."
         w = (1 - self.prior_weight) * worst.float()
-        return w if self.prior_weight == 0 else w + self.prior_weight * scoring._prior_attention(view.keys_pre, self.breadth).float()
+        return w if self.prior_weight == 0 else w + self.prior_weight * self._prior(view, fused)
+
+def _fused():
+    "jacap_nb.fused, imported when a press first takes the Triton path (importing Triton costs a second)."
+    from jacap_nb import fused
+    return fused
 
 # %% ../nbs/07_presses.ipynb #e46ff42f
 SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}

@@ -13,8 +13,8 @@ from .rope import rope_into
 from .checks import compute_dtype, check_number, check_finite, check_cache, check_query, check_broadcast, check_noise_var, broadcast_shape
 
 # %% auto #0
-__all__ = ['BACKENDS', 'JACAP_QUERIES', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'key_leverage', 'prior_attention',
-           'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
+__all__ = ['BACKENDS', 'JACAP_QUERIES', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'use_triton', 'key_leverage',
+           'prior_attention', 'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
            'jacap_context_scores', 'capkv_weights', 'capkv_scores', 'select_tokens', 'top_sorted']
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
@@ -95,7 +95,7 @@ def jacap_scores(keys:Tensor,   # keys (..., N, d)
                  backend:str="auto", # "auto" (Triton kernels for CUDA inputs when Triton is installed), "torch" or "triton"
                 ) -> Tensor:    # float32 scores (..., N), larger = keep
     "Jacap: leverage of the Jacobian-capacity weights (= `leverage_scores(jacap_weights(...), values, noise_var)`)."
-    if _use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, q_var, "jacap", tau, noise_var)
+    if use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, q_var, "jacap", tau, noise_var)
     check_cache(keys, values); _check_jacap_args(keys, q_mean, q_var, tau)
     return _leverage(_jacap_weights(keys, q_mean, q_var, tau), values, noise_var)
 
@@ -105,7 +105,7 @@ def _kernels():
     from jacap_nb import kernels
     return kernels
 
-def _use_triton(keys, backend:str) -> bool:
+def use_triton(keys, backend:str) -> bool:
     "Whether this call takes the Triton kernels: always for backend='triton', for CUDA inputs under 'auto' when Triton runs."
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
     if backend == "torch": return False
@@ -374,7 +374,7 @@ def capkv_scores(keys:Tensor,   # keys (..., N, d)
     "CapKV: w_i v_i^T A^{-1} v_i with A = I + sum_j (w_j + epsilon) v_j v_j^T and CapPress's cosine-exponential weights."
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
     if epsilon != 0 and backend == "triton": raise ValueError("backend='triton' needs epsilon = 0 (the kernels have no epsilon)")
-    if epsilon == 0 and _use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, None, "capkv", tau, 1.0)
+    if epsilon == 0 and use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, None, "capkv", tau, 1.0)
     check_cache(keys, values); check_query(keys, q_mean, "q_mean"); check_number("tau", tau, positive=True)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon < 0:
         raise ValueError(f"epsilon must be a number >= 0; got {epsilon!r}")

@@ -41,18 +41,20 @@ fi
 test -f _proc/index.ipynb || { echo "nbdev_proc_nbs produced no _proc/index.ipynb"; exit 1; }
 
 echo "== nbdev_test (skipping the slow and gpu flags)"
-# The kernels notebook switches Triton to its interpreter (TRITON_INTERPRET) for its own process: run it alone,
+# The kernels notebooks switch Triton to its interpreter (TRITON_INTERPRET) for their own process: run each alone,
 # so no other notebook shares a worker with it.
 flags=""; [ $slow = 1 ] && flags="--flags slow"
-nbdev_test --n_workers 2 --timing $flags --skip_file_re '^(_|\.|03_kernels)'
+nbdev_test --n_workers 2 --timing $flags --skip_file_re '^(_|\.|03_kernels|03b_fused)'
 # nbdev_test says "No files were eligible for testing" and exits 0 for a path that does not exist: check it first.
-[ -f nbs/03_kernels.ipynb ] || { echo "nbs/03_kernels.ipynb is missing: update the kernels step of tests/run.sh"; exit 1; }
-nbdev_test --n_workers 1 --timing $flags --path nbs/03_kernels.ipynb
+for nb in nbs/03_kernels.ipynb nbs/03b_fused.ipynb; do
+  [ -f $nb ] || { echo "$nb is missing: update the kernels step of tests/run.sh"; exit 1; }
+  nbdev_test --n_workers 1 --timing $flags --path $nb
+done
 
 marks="not slow and not gpu"; [ $slow = 1 ] && marks="not gpu"
 # tests/run_pytest.py is `python -m pytest` that also fails when nothing was collected (exit 5) or nothing passed.
 echo "== pytest: Triton kernels under the interpreter (own process: TRITON_INTERPRET is read when kernels are defined)"
-TRITON_INTERPRET=1 python tests/run_pytest.py tests/test_kernels.py -m "$marks" -p no:cacheprovider -q
+TRITON_INTERPRET=1 python tests/run_pytest.py tests/test_kernels.py tests/test_fused.py -m "$marks" -p no:cacheprovider -q
 
 if [ $slow = 0 ]; then
   echo "== not run here (bash tests/run.sh --slow runs the slow ones; gpu ones need CUDA):"
@@ -61,4 +63,4 @@ if [ $slow = 0 ]; then
   [ $rc = 0 ] || [ $rc = 5 ] || echo "pytest could not collect the tests (exit $rc): the next step shows why"
 fi
 echo "== pytest: everything else"
-python tests/run_pytest.py tests -n 2 -m "$marks" -p no:cacheprovider --ignore=tests/test_kernels.py
+python tests/run_pytest.py tests -n 2 -m "$marks" -p no:cacheprovider --ignore=tests/test_kernels.py --ignore=tests/test_fused.py

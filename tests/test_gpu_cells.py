@@ -8,7 +8,7 @@ until it has an entry in `CELLS`.
 
 Not covered, and why: 04_kernel_bench's cell runs `kernel_bench.main`, which measures CUDA events and refuses to run
 without a GPU (its pieces are tested in that notebook); 03_kernels' cell compares compiled kernels with torch, and
-its CPU twin runs in test_kernels.py (it needs Triton's interpreter, set per process).
+its CPU twin runs in test_kernels.py (it needs Triton's interpreter, set per process); 03b_fused's likewise in test_fused.py.
 """
 import json, os, re, pathlib
 import pytest
@@ -16,6 +16,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NBS = ROOT / 'nbs'
 NOT_HERE = {'03_kernels.ipynb': 'tests/test_kernels.py::test_gpu_cell_on_cpu',
+            '03b_fused.ipynb': 'tests/test_fused.py::test_gpu_cell_on_cpu',
             '04_kernel_bench.ipynb': 'CUDA events only: kernel_bench.main refuses without a GPU'}
 
 

@@ -1,0 +1,170 @@
+"""jacap_nb.fused (the default scorer's Triton path) against the torch scorers, in Triton's interpreter on CPU: grids over
+dtypes, GQA groups, N, d and the band's settings; the press with backend="triton" launching the kernels; and the kept
+tokens of a real SmolLM2 prefill, uniform and measured budget (03b_fused checks one diagonal of these grids).
+
+Like tests/test_kernels.py this file needs TRITON_INTERPRET=1 before jacap_nb.kernels is first imported: tests/run.sh runs
+the two in their own pytest process. Imported after compiled kernels (no GPU), the interpreter tests skip themselves.
+"""
+import os
+import torch
+if not torch.cuda.is_available(): os.environ["TRITON_INTERPRET"] = "1"   # before triton / jacap_nb.kernels are imported
+import json, pathlib, re
+import pytest
+from jacap_nb import scoring
+import jacap_nb.kernels as K
+import jacap_nb.fused as F
+from jacap_nb.presses import make_press
+from jacap_nb.capture import capture_prefill
+from jacap_nb.cache import compress_layers
+from jacap_nb.models import tiny_model
+
+interpreted = pytest.mark.skipif(K.available() != "triton-interpreter",
+    reason="jacap_nb.kernels was imported without TRITON_INTERPRET=1: run this file in its own pytest process")
+pytestmark = interpreted
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def assert_close(ours, ref, tol=1e-4):
+    "The kernels compute in float32 on upcast inputs, like the reference: float32 rounding for every input dtype."
+    torch.testing.assert_close(ours, ref, rtol=tol, atol=tol * ref.abs().max().item())
+
+
+def cache(b, h, g, n, t, d, dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    k, v, kp = ((torch.randn(b, h, n, d, generator=gen) + 1).to(dtype) for _ in range(3))
+    return k, v, kp, (2 * torch.randn(b, h, g, t, d, generator=gen)).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("g", [1, 2, 3, 7, 8])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_context_scores(dtype, g, d):
+    "The whole scorer: N = 83 is no multiple of the block, T = 79 (the press's queries after 4 sinks)."
+    k, v, kp, q = cache(1, 2, g, 83, 79, d, dtype)
+    assert_close(F.triton_context_scores(k, v, q, kp), scoring.jacap_context_scores(k, v, q, kp, block=16, halo=16))
+
+
+@pytest.mark.parametrize("block,halo,causal,n_sink", [(16, 16, True, 4), (8, 5, True, 4), (16, 16, False, 4),
+                                                      (12, 30, True, 0), (32, 0, True, 2), (4, 64, False, 16)])
+@pytest.mark.parametrize("n,t", [(1, 1), (17, 17), (200, 60), (301, 297)])
+def test_band(block, halo, causal, n_sink, n, t):
+    k, _, _, q = cache(2, 1, 3, n, t, 64, torch.float32, seed=n)
+    kw = dict(n_sink=n_sink, block=block, halo=halo, causal=causal)
+    ref = scoring.context_attention(k[..., None, :, :], q, **kw).amax(-2)
+    assert_close(F.triton_band_attention(k, q, n_sink, block, halo, causal), ref, 1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_band_rotates_pre_rope_queries(dtype):
+    "Pre-RoPE queries with (cos, sin) give the band of the queries rotated beforehand (the hook's path)."
+    from jacap_nb.rope import rope_into
+    k, _, _, q = cache(1, 2, 3, 90, 86, 128, dtype)
+    cos, sin = torch.randn(86, 128), torch.randn(86, 128)
+    ref = scoring.context_attention(k[..., None, :, :], rope_into(torch.empty(q.shape), q.float(), cos, sin), block=16, halo=16).amax(-2)
+    assert_close(F.triton_band_attention(k, q, rope=(cos, sin)), ref, 1e-5)
+
+
+@pytest.mark.parametrize("d", [64, 256])
+@pytest.mark.parametrize("n", [1, 2, 130, 1000])
+def test_leverages(d, n):
+    "The prior's key leverage and the centred-value leverage; large means and uneven spreads, several chunks."
+    gen = torch.Generator().manual_seed(n)
+    keys = (torch.randn(2, 1, n, d, generator=gen) * torch.linspace(0.2, 4, d) + 3).bfloat16()
+    values, w = torch.randn(2, 1, n, d, generator=gen) + 1, torch.rand(2, 1, n, generator=gen)
+    if n > 1: assert_close(F.triton_key_leverage(keys), scoring.key_leverage(keys), 1e-3)
+    assert_close(F.triton_prior_attention(keys), scoring.prior_attention(keys), 1e-3)
+    for nv in ("auto", 0.5):
+        assert_close(F.triton_centred_leverage(w, values, nv), scoring.centred_leverage(w, values, nv), 1e-3)
+
+
+def test_weighted_moments_merge_chunks():
+    x, w = torch.randn(3, 517, 64) + 10, torch.rand(3, 517)
+    for chunk in (128, 512, 1024):
+        mu, m = F.weighted_moments(x, w, chunk=chunk)
+        ref_mu = (w[..., None] * x).sum(1) / w.sum(1, keepdim=True)
+        xc = x - ref_mu[:, None]
+        assert_close(mu, ref_mu, 1e-5); assert_close(m, xc.mT @ (w[..., None] * xc), 1e-4)
+
+
+def test_bad_input_fails_before_launch():
+    k = torch.randn(1, 2, 40, 64)
+    with pytest.raises(ValueError, match="T <= N=40"): F.triton_band_attention(k, torch.randn(1, 2, 3, 41, 64))
+    with pytest.raises(ValueError, match="queries must have shape"): F.triton_band_attention(k, torch.randn(1, 3, 3, 8, 64))
+    with pytest.raises(ValueError, match="float32, bfloat16 or float16"): F.triton_key_leverage(k.double())
+    with pytest.raises(ValueError, match="weights must have shape"): F.triton_centred_leverage(torch.rand(1, 2, 39), k)
+    with pytest.raises(ValueError, match="noise_var"): F.triton_centred_leverage(torch.rand(1, 2, 40), k, 0.0)
+    with pytest.raises(ValueError, match="backend must be one of"): make_press("jacap", 0.5, backend="cuda")
+
+
+class Launches:
+    "Stands in for a kernel in jacap_nb.fused: counts `kernel[grid](...)` launches and runs the real kernel."
+    def __init__(self, kernel): self.kernel, self.n = kernel, 0
+    def __getitem__(self, grid):
+        self.n += 1
+        return self.kernel[grid]
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    counters = {name: Launches(getattr(F, name)) for name in ("_band_kernel", "_moments_kernel", "_norms_kernel")}
+    for name, c in counters.items(): monkeypatch.setattr(F, name, c)
+    return counters
+
+
+@pytest.mark.parametrize("options", [{}, {"prior_weight": 1.0}, {"score": "attention"}], ids=["default", "prior", "attention"])
+def test_press_launches_the_kernels(launches, options):
+    "backend='triton' runs the kernels on every layer (and keeps torch's tokens); backend='torch' launches none."
+    m, ids = tiny_model("llama"), torch.randint(3, 120, (1, 70), generator=torch.Generator().manual_seed(0))
+    prefill = capture_prefill(m, ids)
+    ref = compress_layers(make_press("jacap", 0.6, budget="uniform", backend="torch", **options), m, prefill)[1]
+    assert sum(c.n for c in launches.values()) == 0
+    run = compress_layers(make_press("jacap", 0.6, budget="uniform", backend="triton", **options), m, prefill)[1]
+    band = 0 if options.get("prior_weight") == 1.0 else 2                      # one band per layer, 2 layers
+    leverages = 0 if options.get("score") == "attention" else 2                # the value leverage's moments and norms
+    assert launches["_band_kernel"].n == band
+    assert launches["_moments_kernel"].n == launches["_norms_kernel"].n == 2 + leverages   # + the prior's, per layer
+    for l in ref.kept_indices: assert torch.equal(ref.kept_indices[l], run.kept_indices[l]), l
+
+
+def test_auto_stays_on_torch_for_cpu_tensors(launches):
+    "backend='auto' (the default) takes Triton only for CUDA tensors: on CPU it never runs the interpreter."
+    m = tiny_model("llama")
+    compress_layers(make_press("jacap", 0.6, budget="uniform"), m, capture_prefill(m, torch.randint(3, 120, (1, 40))))
+    assert sum(c.n for c in launches.values()) == 0
+
+
+def _smollm2():
+    from jacap_nb.models import load_smollm2
+    try: return load_smollm2()
+    except Exception as e: pytest.skip(f"SmolLM2 is not installed here ({e})")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", ["uniform", "auto"])
+def test_smollm2_kept_tokens(budget, launches):
+    "On a real 512-token SmolLM2 prefill the Triton path keeps >= 99 % of torch's kept positions in every layer."
+    from jacap_nb.texts import source_text
+    model, tok = _smollm2()
+    ids = tok(source_text("britannica")[:6000], return_tensors="pt").input_ids[:, :512]
+    prefill = capture_prefill(model, ids)
+    runs = {b: compress_layers(make_press("jacap", 0.75, budget=budget, backend=b), model, prefill)[1] for b in ("torch", "triton")}
+    assert launches["_band_kernel"].n == model.config.num_hidden_layers
+    for l, ref in runs["torch"].kept_indices.items():
+        ours = runs["triton"].kept_indices[l]
+        assert ours.shape == ref.shape
+        for a, b in zip(ours.flatten(0, -2), ref.flatten(0, -2)):                # per KV head
+            same = len(set(a.tolist()) & set(b.tolist())) / len(b)
+            assert same >= 0.99, (l, same)
+
+
+def test_gpu_cell_on_cpu(capsys):
+    "03b_fused's `#| gpu` cell as written, on the CPU under the interpreter, with CPU-sized N (test_gpu_cells covers the others)."
+    nb = json.loads((pathlib.Path(__file__).resolve().parents[1] / 'nbs' / '03b_fused.ipynb').read_text())
+    (src,) = [s for s in (''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code') if re.search(r'^#\|\s*gpu\s*$', s, re.M)]
+    for a, b in {'device="cuda"': 'device="cpu"', '(4, 32768, 128), (8, 4099, 256)': '(4, 40, 128), (8, 20, 256)'}.items():
+        assert a in src, f'the gpu cell no longer contains {a!r}: update this test'
+        src = src.replace(a, b)
+    max_rel_err = lambda a, b: ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()   # the notebook's helper
+    exec(compile(src, '03b_fused:gpu', 'exec'), dict(torch=torch, scoring=scoring, max_rel_err=max_rel_err,
+                                                    triton_context_scores=F.triton_context_scores))
+    assert capsys.readouterr().out.count('kept overlap') == 3 * 3
