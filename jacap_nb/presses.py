@@ -212,26 +212,22 @@ class Jacap(Scorer):
         if torch.equal(view.positions, ar.expand_as(view.positions)) and torch.equal(qpos, ar[p - len(qpos):]):
             kpos = qpos = None                                                 # a plain prefill: the fast path
         else: kpos = view.positions
-        if fused:                      # the band on Triton for a plain prefill; after an eviction torch's exact few queries
-            if kpos is None and qpos is None and self.block is not None:
+        if fused or self.score == "attention":  # the band on Triton for a plain prefill; otherwise (or after an eviction:
+            if fused and kpos is None and qpos is None and self.block is not None:          # a few exact queries) torch's
                 worst = fused.triton_band_attention(view.keys, q, view.n_sink, self.block, self.halo, self.causal, rope)
-            else: worst = scoring._context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
-                                                     key_positions=None if kpos is None else kpos[..., None, :],
-                                                     n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope).amax(-2)
+            else: worst = scoring.context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
+                                                    key_positions=None if kpos is None else kpos[..., None, :], n_sink=view.n_sink,
+                                                    block=self.block, halo=self.halo, rope=rope, check=False).amax(-2)
             if self.score == "attention": return self._attention(view, worst, fused)
             return fused.triton_mixture_scores(view.keys_pre, view.values, worst, self.prior_weight, self.breadth, self.noise_var)
-        if self.score == "attention":
-            worst = scoring._context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
-                                              key_positions=None if kpos is None else kpos[..., None, :],
-                                              n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope).amax(-2)
-            return self._attention(view, worst)
-        return scoring._context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
-                                            self.noise_var, causal=self.causal, key_positions=kpos, query_positions=qpos,
+        return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
+                                            self.noise_var, check=False, causal=self.causal, key_positions=kpos, query_positions=qpos,
                                             n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
 
     def _prior(self, view, fused) -> Tensor:
         "E_prior[alpha] of the pre-RoPE keys, on the kernels when `fused` (the module) is given."
-        return (fused.triton_prior_attention if fused else scoring._prior_attention)(view.keys_pre, self.breadth).float()
+        if fused: return fused.triton_prior_attention(view.keys_pre, self.breadth)
+        return scoring.prior_attention(view.keys_pre, self.breadth, check=False).float()
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."

@@ -135,9 +135,10 @@ def _key_leverage(keys, ridge=1e-3):
 def prior_attention(keys:Tensor,      # keys (..., N, d)
                     breadth:float=1.0, # c: the prior's average logit variance
                     ridge:float=1e-3,
+                    check:bool=True, # validate the inputs; False: the press's path (inputs from the model, scores checked afterwards)
                    ) -> Tensor:        # E_prior[alpha_i] (..., N), sums to 1
     "Expected attention under the whitened prior q ~ N(0, c N (K~^T K~)^{-1}) (mean-field): softmax(c N h / 2d)."
-    check_cache(keys); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
+    if check: check_cache(keys); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
     return _prior_attention(keys, breadth, ridge)
 
 def _prior_attention(keys, breadth=1.0, ridge=1e-3):
@@ -159,10 +160,12 @@ def context_attention(keys:Tensor,     # keys (..., N, d), post-RoPE (what the q
                       block:int|None=None, # None: exact; else blocks of queries that see the sinks + keys within `halo`
                       halo:int=64,     # band half-width (keys before a block; after it too when not causal)
                       chunk:int=256,   # queries per matrix product in exact mode (bounds memory)
+                      rope:tuple|None=None, # (cos, sin) (T, d) when `queries` are pre-RoPE: rotated here, block by block
+                      check:bool=True, # validate the inputs; False: the press's path (inputs from the model, scores checked afterwards)
                      ) -> Tensor:      # float32 max_t alpha_i(q_t) (..., N); 0 for keys no query sees
     "The worst-case (largest) attention each key receives from the given queries: max_t softmax(q_t K^T / sqrt d)_i."
-    check_cache(keys); _check_ctx_queries(keys, queries)
-    return _context_attention(keys, queries, causal, key_positions, query_positions, n_sink, block, halo, chunk)
+    if check: check_cache(keys); _check_ctx_queries(keys, queries)
+    return _context_attention(keys, queries, causal, key_positions, query_positions, n_sink, block, halo, chunk, rope)
 
 def _context_attention(keys, queries, causal=True, key_positions=None, query_positions=None, n_sink=4, block=None, halo=64, chunk=256, rope=None):
     "Unchecked `context_attention`; `rope=(cos, sin)` (T, d): the queries are pre-RoPE, rotated here (in band mode block by block, into the buffer the products read: no rotated copy of every query)."
@@ -339,14 +342,16 @@ def jacap_context_scores(keys:Tensor,     # keys (..., N, d), post-RoPE
                          keys_pre:Tensor|None=None, # pre-RoPE keys for the prior (default: `keys`)
                          prior_weight:float=0.5, breadth:float=1.0,
                          noise_var:float|str="auto",
+                         check:bool=True, # validate the inputs; False: the press's path (inputs from the model, scores checked afterwards)
                          **context_kw,    # `context_attention` options
                         ) -> Tensor:      # float32 scores (..., N), larger = keep
     "Jacap with the future-query mixture: centred-value leverage of `jacap_context_weights`."
+    if not check: return _context_scores(keys, values, queries, keys_pre, prior_weight, breadth, noise_var, **context_kw)
     check_cache(keys, values)
     return centred_leverage(jacap_context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw), values, noise_var)
 
 def _context_scores(keys, values, queries, keys_pre=None, prior_weight=0.5, breadth=1.0, noise_var="auto", **context_kw):
-    "Unchecked `jacap_context_scores`: the press's path."
+    "Unchecked `jacap_context_scores`."
     return centred_leverage(_context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw), values, noise_var)
 
 # %% ../nbs/01_scoring.ipynb #02004cc3

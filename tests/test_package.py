@@ -37,3 +37,25 @@ def test_library_imports_and_scores_without_triton():
             "    try: f(); raise SystemExit('backend=triton did not raise')\n"
             "    except RuntimeError as e: assert 'Triton' in str(e), e\n")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TRITON_INTERPRET": ""})
+
+def test_no_private_name_crosses_a_module():
+    "A module uses another module's public names only: `from .scoring import _x` or `scoring._x` elsewhere is a defect."
+    import ast
+    pkg = ROOT/'jacap_nb'
+    mods = {p.stem for p in pkg.glob('*.py')}
+    found = []
+    for p in sorted(pkg.glob('*.py')):
+        if p.stem == '_modidx': continue
+        tree, aliases = ast.parse(p.read_text()), {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module != '__future__':
+                src = (node.module or '').removeprefix('jacap_nb').lstrip('.')
+                if node.level or (node.module or '').startswith('jacap_nb'):
+                    for a in node.names:
+                        if not src and a.name in mods: aliases[a.asname or a.name] = a.name   # from . import scoring
+                        elif src and a.name.startswith('_'): found.append(f"{p.name}: from {src} import {a.name}")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases \
+               and node.attr.startswith('_') and not node.attr.startswith('__') and aliases[node.value.id] != p.stem:
+                found.append(f"{p.name}: {node.value.id}.{node.attr}")
+    assert not found, "private names used across modules:\n" + "\n".join(sorted(set(found)))
