@@ -35,18 +35,19 @@ def cache(b, h, g, n, t, d, dtype, seed=0):
     return k, v, kp, (2 * torch.randn(b, h, g, t, d, generator=gen)).to(dtype)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("g", [1, 2, 3, 7, 8])
-@pytest.mark.parametrize("d", [64, 128, 256])
+F32, BF16, F16 = DTYPES
+@pytest.mark.parametrize("dtype,g,d", [(F32, 1, 64), (F32, 2, 64), (F32, 3, 64), (F32, 7, 64), (F32, 8, 64), (BF16, 3, 128),
+                                       (F16, 3, 128), (F32, 3, 128), (BF16, 2, 256), (F16, 8, 256), (F32, 7, 256)], ids=str)
 def test_context_scores(dtype, g, d):
-    "The whole scorer: N = 83 is no multiple of the block, T = 79 (the press's queries after 4 sinks)."
+    """The whole scorer, every GQA group size, head dim and dtype at least once: N = 83 is no multiple of the block,
+    T = 79 (the press's queries after 4 sinks)."""
     k, v, kp, q = cache(1, 2, g, 83, 79, d, dtype)
     assert_close(F.triton_context_scores(k, v, q, kp), scoring.jacap_context_scores(k, v, q, kp, block=16, halo=16))
 
 
 @pytest.mark.parametrize("block,halo,causal,n_sink", [(16, 16, True, 4), (8, 5, True, 4), (16, 16, False, 4),
                                                       (12, 30, True, 0), (32, 0, True, 2), (4, 64, False, 16)])
-@pytest.mark.parametrize("n,t", [(1, 1), (17, 17), (200, 60), (301, 297)])
+@pytest.mark.parametrize("n,t", [(1, 1), (17, 17), (200, 60), (130, 126)])
 def test_band(block, halo, causal, n_sink, n, t):
     k, _, _, q = cache(2, 1, 3, n, t, 64, torch.float32, seed=n)
     kw = dict(n_sink=n_sink, block=block, halo=halo, causal=causal)
@@ -65,7 +66,7 @@ def test_band_rotates_pre_rope_queries(dtype):
 
 
 @pytest.mark.parametrize("d", [64, 256])
-@pytest.mark.parametrize("n", [1, 2, 130, 1000])
+@pytest.mark.parametrize("n", [1, 2, 130, 600])
 def test_leverages(d, n):
     "The prior's key leverage and the centred-value leverage; large means and uneven spreads, several chunks."
     gen = torch.Generator().manual_seed(n)
@@ -161,7 +162,7 @@ def test_gpu_cell_on_cpu(capsys):
     "03b_fused's `#| gpu` cell as written, on the CPU under the interpreter, with CPU-sized N (test_gpu_cells covers the others)."
     nb = json.loads((pathlib.Path(__file__).resolve().parents[1] / 'nbs' / '03b_fused.ipynb').read_text())
     (src,) = [s for s in (''.join(c['source']) for c in nb['cells'] if c['cell_type'] == 'code') if re.search(r'^#\|\s*gpu\s*$', s, re.M)]
-    for a, b in {'device="cuda"': 'device="cpu"', '(4, 32768, 128), (8, 4099, 256)': '(4, 40, 128), (8, 20, 256)'}.items():
+    for a, b in {'device="cuda"': 'device="cpu"', '(1, 100, 64), (4, 32768, 128), (8, 4099, 256)': '(1, 24, 64), (4, 40, 128), (8, 20, 256)'}.items():
         assert a in src, f'the gpu cell no longer contains {a!r}: update this test'
         src = src.replace(a, b)
     max_rel_err = lambda a, b: ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()   # the notebook's helper
