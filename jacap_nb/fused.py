@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import torch
 from torch import Tensor
-from .checks import check_cache, check_number, check_noise_var, broadcast_shape
+from .checks import check_number, check_noise_var, broadcast_shape
 from .kernels import triton, tl, jit, available, KERNEL_DTYPES
 
 # %% auto #0
