@@ -348,6 +348,9 @@ def _check_stats(keys, values, q_mean, q_var, tau, noise_var):
 
 def _scores(keys, values, q_mean, q_var, method, tau, noise_var, reference):
     "Run the Triton passes when Triton can run on these inputs, else (warning once when it could have) the reference."
+    if reference is None:
+        def reference(): raise ValueError(f"{method}_scores: the Triton kernels cannot take these inputs (see the warning), "
+                                          "and no torch reference was given; use jacap_nb.scoring's backend='torch'")
     if not (isinstance(keys, Tensor) and _uses_triton(keys)): return reference()
     name = f"{method}_scores"
     if keys.dtype not in KERNEL_DTYPES or getattr(values, "dtype", None) not in KERNEL_DTYPES:
@@ -371,10 +374,9 @@ def triton_scores(keys:Tensor,   # keys (..., N, d); e.g. a stride-0 view (B, H_
                   method:str,    # "jacap" or "capkv"
                   tau:float,     # temperature (Jacap) or sharpness (CapKV) > 0
                   noise_var:float|str="auto", # sigma^2 > 0, or "auto" (CapKV: 1.0)
+                  reference=None, # a function of no arguments giving the torch scores, for what the kernels do not take
                  ) -> Tensor:    # float32 scores (..., N), e.g. (B, H_kv, G, N)
     """The Triton path of `jacap_nb.scoring.jacap_scores` / `capkv_scores` (which call it for `backend="triton"`, or CUDA
-    inputs under "auto"); layouts and dtypes the kernels do not take go to the torch reference, with a one-time warning."""
-    from jacap_nb import scoring                   # at call time: the scorers dispatch here, the module imports no scorer
-    ref = (lambda: scoring.jacap_scores(keys, values, q_mean, q_var, tau, noise_var, backend="torch")) if method == "jacap" \
-          else (lambda: scoring.capkv_scores(keys, values, q_mean, tau, backend="torch"))
-    return _scores(keys, values, q_mean, q_var, method, tau, noise_var, ref)
+    inputs under "auto", passing their torch path as `reference`); layouts and dtypes the kernels do not take go to
+    `reference`, with a one-time warning (without one they raise). This module imports no scorer."""
+    return _scores(keys, values, q_mean, q_var, method, tau, noise_var, reference)

@@ -95,7 +95,9 @@ def jacap_scores(keys:Tensor,   # keys (..., N, d)
                  backend:str="auto", # "auto" (Triton kernels for CUDA inputs when Triton is installed), "torch" or "triton"
                 ) -> Tensor:    # float32 scores (..., N), larger = keep
     "Jacap: leverage of the Jacobian-capacity weights (= `leverage_scores(jacap_weights(...), values, noise_var)`)."
-    if use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, q_var, "jacap", tau, noise_var)
+    if use_triton(keys, backend):
+        torch_path = lambda: jacap_scores(keys, values, q_mean, q_var, tau, noise_var, backend="torch")
+        return _kernels().triton_scores(keys, values, q_mean, q_var, "jacap", tau, noise_var, reference=torch_path)
     check_cache(keys, values); _check_jacap_args(keys, q_mean, q_var, tau)
     return _leverage(_jacap_weights(keys, q_mean, q_var, tau), values, noise_var)
 
@@ -379,7 +381,9 @@ def capkv_scores(keys:Tensor,   # keys (..., N, d)
     "CapKV: w_i v_i^T A^{-1} v_i with A = I + sum_j (w_j + epsilon) v_j v_j^T and CapPress's cosine-exponential weights."
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
     if epsilon != 0 and backend == "triton": raise ValueError("backend='triton' needs epsilon = 0 (the kernels have no epsilon)")
-    if epsilon == 0 and use_triton(keys, backend): return _kernels().triton_scores(keys, values, q_mean, None, "capkv", tau, 1.0)
+    if epsilon == 0 and use_triton(keys, backend):
+        torch_path = lambda: capkv_scores(keys, values, q_mean, tau, backend="torch")
+        return _kernels().triton_scores(keys, values, q_mean, None, "capkv", tau, 1.0, reference=torch_path)
     check_cache(keys, values); check_query(keys, q_mean, "q_mean"); check_number("tau", tau, positive=True)
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or epsilon < 0:
         raise ValueError(f"epsilon must be a number >= 0; got {epsilon!r}")

@@ -219,3 +219,17 @@ def test_gpu_cell_on_cpu(capsys):
     exec(compile(src, '03_kernels:gpu', 'exec'), dict(torch=torch, scoring=scoring, max_rel_err=max_rel_err))
     out = capsys.readouterr().out
     assert out.count('kept overlap') == 3 * 4 * 2, out
+
+
+@interpreted
+def test_triton_scores_without_a_reference_says_so():
+    "kernels.triton_scores imports no scorer: inputs the kernels do not take go to the `reference` it is given, or raise."
+    k, v, q, qv = make(1, 20, 64, 2, torch.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="no torch reference was given"):
+            K.triton_scores(k.double()[:, None], v.double()[:, None], q, qv, "jacap", 10.0)
+        ref = scoring.jacap_scores(k.double()[:, None], v.double()[:, None], q, qv, backend="torch")
+        got = K.triton_scores(k.double()[:, None], v.double()[:, None], q, qv, "jacap", 10.0,
+                              reference=lambda: scoring.jacap_scores(k.double()[:, None], v.double()[:, None], q, qv, backend="torch"))
+    assert torch.equal(got, ref)

@@ -59,3 +59,29 @@ def test_no_private_name_crosses_a_module():
                and node.attr.startswith('_') and not node.attr.startswith('__') and aliases[node.value.id] != p.stem:
                 found.append(f"{p.name}: {node.value.id}.{node.attr}")
     assert not found, "private names used across modules:\n" + "\n".join(sorted(set(found)))
+
+def test_no_import_cycle():
+    "jacap_nb's modules import each other one way only, lazy (in-function) imports included."
+    import ast
+    pkg = ROOT/'jacap_nb'
+    mods = {p.stem for p in pkg.glob('*.py')} - {'_modidx', '__init__'}
+    graph = {}
+    for p in pkg.glob('*.py'):
+        if p.stem not in mods: continue
+        deps = set()
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or '').startswith('jacap_nb')):
+                m = (node.module or '').removeprefix('jacap_nb').lstrip('.')
+                deps |= {m.split('.')[0]} if m else {a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name.split('.')[1] for a in node.names if a.name.startswith('jacap_nb.')}
+        graph[p.stem] = (deps & mods) - {p.stem}
+    state = {}
+    def cycle_from(u, path):
+        state[u] = 'open'
+        for v in sorted(graph[u]):
+            if state.get(v) == 'open': return path + [u, v]
+            if v not in state and (c := cycle_from(v, path + [u])): return c
+        state[u] = 'done'
+    for u in sorted(graph):
+        if u not in state and (c := cycle_from(u, [])): raise AssertionError(f"import cycle: {' -> '.join(c)}")
