@@ -111,11 +111,12 @@ def use_triton(keys, backend:str) -> bool:
     "Whether this call takes the Triton kernels: always for backend='triton', for CUDA inputs under 'auto' when Triton runs."
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}; got {backend!r}")
     if backend == "torch": return False
+    if backend == "auto" and not (isinstance(keys, Tensor) and keys.is_cuda): return False   # CPU tensors: Triton not even imported
     ok = _kernels().available() != "torch"
     if backend == "triton":
         if not ok: raise RuntimeError("backend='triton' needs Triton with a CUDA device (or TRITON_INTERPRET=1 for tests)")
         return True
-    return ok and isinstance(keys, Tensor) and keys.is_cuda
+    return ok                                                      # "auto", CUDA tensors
 
 # %% ../nbs/01_scoring.ipynb #c172efb2
 def key_leverage(keys:Tensor,       # keys (..., N, d), pre-RoPE for a position-free geometry
