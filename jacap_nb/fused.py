@@ -8,7 +8,7 @@ import math
 import torch
 from torch import Tensor
 from .checks import check_number, check_noise_var, broadcast_shape
-from .kernels import triton, tl, jit, available, KERNEL_DTYPES
+from .kernels import triton, tl, jit, available, KERNEL_DTYPES, capacity_factor
 
 # %% auto #0
 __all__ = ['triton_band_attention', 'weighted_moments', 'whitened_norms', 'triton_key_leverage', 'triton_prior_attention',
@@ -248,10 +248,10 @@ def triton_centred_leverage(weights:Tensor, # w (..., N) >= 0
     v = _as_rows(values.expand(*lead, n, dv))
     w = weights.expand(*lead, n).reshape(-1, n).float().contiguous()
     mu, gram = weighted_moments(v, w)
-    if isinstance(noise_var, str): s2 = (gram.diagonal(dim1=-2, dim2=-1).sum(-1) / dv).clamp_min(torch.finfo(gram.dtype).tiny)
-    else: s2 = gram.new_full(gram.shape[:1], float(noise_var))
-    linv = _inverse_cholesky(gram / s2[:, None, None] + torch.eye(dv, device=gram.device))
-    return whitened_norms(v, mu, linv, 1 / s2, w).view(*lead, n)
+    linv, inv_noise, info = capacity_factor(gram[:, None], noise_var)   # A = I + M / sigma^2, as 03_kernels factors it
+    if bool((info != 0).any()): raise torch.linalg.LinAlgError(         # what the torch path raises: the hook falls back
+        "the Cholesky factorisation of A = I + Gram/noise_var failed; a larger noise_var, or noise_var=\"auto\", keeps A well conditioned")
+    return whitened_norms(v, mu, linv[:, 0], inv_noise[:, 0], w).view(*lead, n)
 
 # %% ../nbs/03b_fused.ipynb #f3b36
 def triton_mixture_scores(keys_prior:Tensor,   # keys (..., N, d) of the prior (pre-RoPE)

@@ -87,7 +87,7 @@ def test_weighted_moments_merge_chunks():
         assert_close(mu, ref_mu, 1e-5); assert_close(m, xc.mT @ (w[..., None] * xc), 1e-4)
 
 
-def test_bad_input_fails_before_launch():
+def test_bad_input_fails_before_launch(launches):
     k = torch.randn(1, 2, 40, 64)
     with pytest.raises(ValueError, match="T <= N=40"): F.triton_band_attention(k, torch.randn(1, 2, 3, 41, 64))
     with pytest.raises(ValueError, match="queries must have shape"): F.triton_band_attention(k, torch.randn(1, 3, 3, 8, 64))
@@ -95,6 +95,7 @@ def test_bad_input_fails_before_launch():
     with pytest.raises(ValueError, match="weights must have shape"): F.triton_centred_leverage(torch.rand(1, 2, 39), k)
     with pytest.raises(ValueError, match="noise_var"): F.triton_centred_leverage(torch.rand(1, 2, 40), k, 0.0)
     with pytest.raises(ValueError, match="backend must be one of"): make_press("jacap", 0.5, backend="cuda")
+    assert sum(c.n for c in launches.values()) == 0                           # refused before any kernel ran
 
 
 class Launches:
@@ -169,3 +170,12 @@ def test_gpu_cell_on_cpu(capsys):
     exec(compile(src, '03b_fused:gpu', 'exec'), dict(torch=torch, scoring=scoring, max_rel_err=max_rel_err,
                                                     triton_context_scores=F.triton_context_scores))
     assert capsys.readouterr().out.count('kept overlap') == 3 * 3
+
+
+def test_failed_factorisation_raises_what_torch_raises():
+    "A value Gram that Cholesky cannot factor raises LinAlgError, as the torch path does: the cache hook then falls back."
+    v = torch.randn(1, 1, 50, 64)
+    v[..., 0, 0] = float("inf")
+    w = torch.rand(1, 1, 50)
+    with pytest.raises(torch.linalg.LinAlgError): scoring.centred_leverage(w, v, 1.0)
+    with pytest.raises(torch.linalg.LinAlgError): F.triton_centred_leverage(w, v, 1.0)
