@@ -217,6 +217,12 @@ def _save_kept(out_dir:Path, key:str, kept):
     d = out_dir / "kept"; d.mkdir(exist_ok=True)
     torch.save({int(l): t.to(torch.int32).cpu() for l, t in kept.items()}, d / (re.sub(r"[^A-Za-z0-9_.=-]+", "_", key) + ".pt"))
 
+def _scored(task, pred:str, answer:str) -> dict:
+    "A reply's `correct`, and its `similarity` where the task has one (the code task's edit similarity)."
+    out = dict(correct=bool(task.score(pred, answer)))
+    if task.similarity: out["similarity"] = round(float(task.similarity(pred, answer)), 4)
+    return out
+
 def _qa_group(task, group, specs, ratios, fmt, model, tokenizer, store, out_dir, max_new_tokens, save_kept, pipe):
     todo = _todo(store, group, specs, ratios, fmt)
     if not todo: return
@@ -239,7 +245,7 @@ def _qa_group(task, group, specs, ratios, fmt, model, tokenizer, store, out_dir,
                                            e.answer_prefix, max_new_tokens, sep)[0]
                 secs = time.perf_counter() - t0
                 store.append(dict(task=task.name, uid=e.uid, method=m.label, ratio=r, format=fmt, prediction=pred,
-                                  answer=e.answer, correct=bool(task.score(pred, e.answer)), context_tokens=pre.n_tokens,
+                                  answer=e.answer, **_scored(task, pred, e.answer), context_tokens=pre.n_tokens,
                                   prefill_seconds=pre.seconds, compress_seconds=max(0.0, secs - base), pipeline_seconds=secs,
                                   meta=e.meta))
             continue
@@ -253,7 +259,7 @@ def _qa_group(task, group, specs, ratios, fmt, model, tokenizer, store, out_dir,
             pred = greedy_decode(model, tokenizer, c, q, pre.n_tokens, max_new_tokens, task.done)
             ret = needle_retention(kept or {}, needles[i]) if m.backend != "full" else dict(mean=1.0 if needles[i] else None, per_layer=[])
             store.append(dict(task=task.name, uid=e.uid, method=m.label, ratio=r, format=fmt, prediction=pred,
-                              answer=e.answer, correct=bool(task.score(pred, e.answer)), context_tokens=pre.n_tokens,
+                              answer=e.answer, **_scored(task, pred, e.answer), context_tokens=pre.n_tokens,
                               needle_kept=ret["mean"], needle_kept_per_layer=[round(x, 3) for x in ret["per_layer"]] or None,
                               prefill_seconds=pre.seconds, decode_seconds=time.perf_counter() - t0,
                               **{k: v for k, v in info.items() if k != "press"}, meta=e.meta))

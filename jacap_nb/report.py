@@ -33,6 +33,8 @@ def summarize(rows:list, by:tuple=("method", "ratio", "format")) -> list:
         if "correct" in rs[0]:
             k = sum(bool(r["correct"]) for r in rs); lo, hi = wilson_interval(k, len(rs))
             s.update(correct=k, accuracy=k / len(rs), ci_low=lo, ci_high=hi)
+        sim = _mean([r.get("similarity") for r in rs])
+        if sim is not None: s["similarity"] = sim                              # the code task: mean edit similarity
         if "kl" in rs[0]: s.update(kl=_mean([r["kl"] for r in rs]), top1=_mean([r["top1"] for r in rs]))
         nk = _mean([r.get("needle_kept") for r in rs])
         if nk is not None: s["needle_kept"] = nk
@@ -60,9 +62,9 @@ def write_summary(out_dir, rows:list) -> list:
     return summ
 
 # %% ../nbs/13_report.ipynb #51018726
-ROW_FIELDS = ("task", "uid", "method", "ratio", "format", "correct", "prediction", "answer", "needle_kept", "kl", "top1",
-              "ppl_full", "ppl_comp", "n_positions", "max_cache_tokens", "eviction_events", "context_tokens", "kept_tokens",
-              "cache_bytes", "window_bytes", "prefill_seconds", "compress_seconds", "decode_seconds", "pipeline_seconds")
+ROW_FIELDS = ("task", "uid", "method", "ratio", "format", "correct", "similarity", "prediction", "answer", "needle_kept",
+              "kl", "top1", "ppl_full", "ppl_comp", "n_positions", "max_cache_tokens", "eviction_events", "context_tokens",
+              "kept_tokens", "cache_bytes", "window_bytes", "prefill_seconds", "compress_seconds", "decode_seconds", "pipeline_seconds")
 META_FIELDS = ("length", "depth", "measured_depth", "n_keys", "filler", "source", "prefix_tokens", "continuation_tokens",
                "context_id", "question_index", "seed")
 
@@ -121,14 +123,14 @@ def load_runs(*paths) -> list:
 # %% ../nbs/13_report.ipynb #69b54897
 def _fmt(v, col):
     if v is None or v == "": return ""
-    if col in ("ci_low", "ci_high", "accuracy", "needle_kept", "top1"): return f"{v:.2f}"
+    if col in ("ci_low", "ci_high", "accuracy", "similarity", "needle_kept", "top1"): return f"{v:.2f}"
     if col == "prefills": return f"{v:.3f}"
     if isinstance(v, float): return f"{v:.3g}"
     return str(v)
 
 def markdown_table(summary:list,   # rows of `summarize`
-                   cols=("method", "format", "ratio", "n", "correct", "accuracy", "ci_low", "ci_high", "needle_kept", "kl",
-                         "top1", "kept_tokens", "cache_mib", "compress_seconds", "prefills"),
+                   cols=("method", "format", "ratio", "n", "correct", "accuracy", "ci_low", "ci_high", "similarity", "needle_kept",
+                         "kl", "top1", "kept_tokens", "cache_mib", "compress_seconds", "prefills"),
                   ) -> str:        # a markdown table (only the columns present)
     "A markdown table of summary rows."
     cols = [c for c in cols if any(c in s for s in summary)]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 import torch
 from .checks import check_int, check_number
+from .code_tasks import code_examples, code_correct, code_similarity, first_line_done
 from .texts import Example, example_seed, source_text, source_sentences, approx_tokens, filler_sentences, haystack
 
 # %% ../nbs/11_tasks.ipynb #ec16a9df
@@ -474,6 +475,7 @@ class Task:
     kind:str="qa"   # "qa" (generate an answer), "fidelity" (teacher-forced KL) or "streaming"
     done:callable=None # optional `done(partial_answer) -> bool`: decoding may stop early (saves time, same score)
     max_new_tokens:int=12 # the answer length limit the harness uses unless told otherwise
+    similarity:callable=None # optional `similarity(prediction, answer) -> float` in [0, 1], kept beside `correct`
 
 TASKS = {
     "passkey":   Task("passkey", passkey_examples, passkey_correct, "qa", number_complete),
@@ -484,6 +486,7 @@ TASKS = {
     "multivalue": Task("multivalue", multivalue_examples, contains_all, "qa", max_new_tokens=48),
     "vartrack":  Task("vartrack", vartrack_examples, contains_all, "qa", max_new_tokens=40),
     "commonwords": Task("commonwords", commonwords_examples, contains_all, "qa", max_new_tokens=24),
+    "code":      Task("code", code_examples, code_correct, "qa", first_line_done, 40, code_similarity),   # 10c_code_tasks
     "fidelity":  Task("fidelity", document_examples, None, "fidelity"),
     "streaming": Task("streaming", streaming_examples, None, "streaming"),
 }
