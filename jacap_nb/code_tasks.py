@@ -4,8 +4,7 @@
 
 # %% auto #0
 __all__ = ['CODE_SOURCES', 'DEF_LINE', 'CODE_QUESTIONS', 'CODE_ANSWER_PREFIX', 'source_lines', 'definitions', 'code_examples',
-           'first_code_line', 'signature_params', 'edit_similarity', 'code_similarity', 'code_correct',
-           'first_line_done']
+           'edit_similarity', 'code_similarity', 'code_correct', 'first_line_done']
 
 # %% ../nbs/10c_code_tasks.ipynb #c11c0005
 import os, random, re, sys
@@ -98,14 +97,14 @@ def code_examples(lengths=(1024,),          # context lengths in tokens
     return out
 
 # %% ../nbs/10c_code_tasks.ipynb #c11c0023
-def first_code_line(prediction:str) -> str:
+def _first_code_line(prediction:str) -> str:
     "The reply's first line that is not blank, a fence (```) or a comment (#, //), stripped."
     for line in prediction.splitlines():
         s = line.strip()
         if s and not s.startswith(("```", "#", "//")): return s
     return ""
 
-def signature_params(line:str) -> str:
+def _signature_params(line:str) -> str:
     "The parameter text of a def line ('def f(a, b=1):' -> 'a, b=1'), or of a reply that continued 'def f(' ('a, b=1):')."
     if re.match(r"(?:async\s+)?def\s", line): line = line.split("(", 1)[1] if "(" in line else ""
     k = line.rfind(")")
@@ -123,12 +122,12 @@ def edit_similarity(a:str, b:str) -> float:
 
 def code_similarity(prediction:str, answer:str) -> float:
     "Edit similarity of the reply's parameter text (its first code line) to the answer."
-    return edit_similarity(signature_params(first_code_line(prediction)), answer)
+    return edit_similarity(_signature_params(_first_code_line(prediction)), answer)
 
 def code_correct(prediction:str, answer:str) -> bool:
     "The reply's first code line has exactly the answer's parameters (spaces aside)."
-    return "".join(signature_params(first_code_line(prediction)).split()) == "".join(answer.split())
+    return "".join(_signature_params(_first_code_line(prediction)).split()) == "".join(answer.split())
 
 def first_line_done(text:str) -> bool:
     "True once the reply's first code line is complete (a newline follows it): decoding may stop, the score is fixed."
-    return bool(first_code_line("\n".join(text.split("\n")[:-1])))
+    return bool(_first_code_line("\n".join(text.split("\n")[:-1])))

@@ -297,3 +297,25 @@ def test_hybrid_model_rows_equal_generate_and_count_the_windows(tmp_path):
         assert r["window_bytes"] == 2 * 2 * 7 * 16 * 4                 # keys + values, 2 KV heads x 7 slots x 16 dims, fp32
         n = r["context_tokens"]
         assert r["kept_tokens"] == (n if r["method"] == "full" else make_press("knorm", 0.5).prefill_keep(n))  # the full layer
+
+
+def test_code_rows_keep_correct_and_similarity(tiny, tmp_path):
+    "The code task's rows carry the edit similarity beside `correct`; the summary averages it."
+    from jacap_nb.code_tasks import code_correct, code_similarity
+    from jacap_nb.report import summarize
+    model, tok = tiny
+    run_bench("code", ["full", "jacap"], [0.5], tmp_path, model, tok, formats=["blank"], max_new_tokens=5, progress=False,
+              lengths=[200], depths=[0.5], n=2)
+    rows = load_rows(tmp_path)
+    assert len(rows) == 4 and all(r["task"] == "code" for r in rows)
+    for r in rows:
+        assert r["similarity"] == round(code_similarity(r["prediction"], r["answer"]), 4)
+        assert r["correct"] == code_correct(r["prediction"], r["answer"])
+    s = {x["method"]: x for x in summarize(rows)}
+    assert s["jacap"]["similarity"] == pytest.approx(sum(r["similarity"] for r in rows if r["method"] == "jacap") / 2)
+    assert all("similarity" not in r for r in load_rows_passkey(tiny, tmp_path / "passkey"))
+
+
+def load_rows_passkey(tiny, out):
+    run_bench("passkey", ["full"], [0.5], out, *tiny, formats=["blank"], max_new_tokens=3, progress=False, **OPTS)
+    return load_rows(out)

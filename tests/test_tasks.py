@@ -128,3 +128,39 @@ def test_bench_cli_passes_the_prefix_both_ways():
     assert bench_args(base + ["--answer-prefix"])["answer_prefix"] is True
     assert "answer_prefix" not in bench_args(base)
     assert bench_args(["vartrack", "--methods", "full", "--out", "x", "--n-hops", "2"])["n_hops"] == 2
+
+
+# --- the code task: a def line far above (10c_code_tasks) -----------------------------------------------------------
+
+from jacap_nb.code_tasks import code_examples, code_correct, code_similarity, first_line_done, source_lines, DEF_LINE
+
+
+@pytest.mark.parametrize("length,count", [(512, approx_tokens), (1500, char_count)])
+def test_code_examples_ask_for_one_def_at_its_depth(length, count):
+    ex = code_examples(lengths=[length], depths=[0.1, 0.5, 0.9], n=3, seed=5, count_tokens=count)
+    assert len({e.uid for e in ex}) == len(ex) == 9
+    assert [e.to_dict() for e in ex] == [e.to_dict() for e in code_examples(lengths=[length], depths=[0.1, 0.5, 0.9], n=3,
+                                                                             seed=5, count_tokens=count)]
+    for e in ex:
+        m = e.meta
+        src = source_lines(m["source"])[m["line"] - 1]                 # the asked line, in the module on disk
+        assert DEF_LINE.match(src).group(2) == m["name"] and DEF_LINE.match(src).group(3).strip() == e.answer
+        defs = [l for l in e.context.splitlines() if DEF_LINE.match(l) and DEF_LINE.match(l).group(2) == m["name"]]
+        assert defs == [src]                                           # defined once in the window: one right answer
+        assert f"`{m['name']}`" in e.question
+        assert abs(m["measured_depth"] - m["depth"]) <= 0.1 and 0.9 * length <= count(e.context) <= 1.3 * length
+        assert code_correct("```python\n" + src.strip() + "\n```", e.answer)            # copying the line is right
+        assert code_similarity(src.strip(), e.answer) == 1.0
+    held = code_examples(lengths=[length], depths=[0.1, 0.5, 0.9], n=3, seed=6, count_tokens=count)
+    assert [e.context for e in held] != [e.context for e in ex]
+
+
+def test_code_answer_prefix_and_early_stop_keep_the_score():
+    for e in code_examples(lengths=[512], depths=[0.3, 0.7], n=2, answer_prefix=True):
+        assert e.answer_prefix == f"def {e.meta['name']}("
+        reply = e.answer + "):\n        return None\n"                 # what follows the prefix
+        assert code_correct(reply, e.answer) and not code_correct(reply.replace(",", ";", 1) if "," in reply else "x):", e.answer)
+        cut = next(i for i in range(1, len(reply) + 1) if first_line_done(reply[:i]))
+        assert code_correct(reply[:cut], e.answer) == code_correct(reply, e.answer)    # stopping there changes nothing
+    t = get_task("code")
+    assert (t.score, t.similarity, t.done) == (code_correct, code_similarity, first_line_done)
