@@ -11,5 +11,7 @@ for prefix in --no-answer-prefix --answer-prefix; do
   jacap-nb bench multivalue  "${common[@]}" $prefix --n "$n" --out "$out/multivalue-$tag"
   jacap-nb bench vartrack    "${common[@]}" $prefix --n "$n" --out "$out/vartrack-$tag"
   jacap-nb bench commonwords "${common[@]}" $prefix --n "$n" --out "$out/commonwords-$tag"
-  [ "$model" = qwen2.5-coder-0.5b ] && jacap-nb bench code "${common[@]}" $prefix --n 2 --out "$out/code-$tag"   # 5 depths x 2
+  if [ "$model" = qwen2.5-coder-0.5b ]; then    # the code task: the coder model only, 5 depths x 2
+    jacap-nb bench code "${common[@]}" $prefix --n 2 --out "$out/code-$tag"
+  fi
 done
