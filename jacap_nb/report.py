@@ -245,7 +245,8 @@ def plot_accuracy_vs_ratio(summary:list, fmt:str="blank", metric:str="accuracy",
         else: ax.plot(x, y, marker="o", label=m, color=method_color(m))
     ax.set_xlabel("compression ratio (fraction of the context's KV pairs evicted)", fontsize=9)
     ax.set_ylabel({"accuracy": "accuracy (95% Wilson interval)", "kl": "KL(full || compressed), nats/token",
-                   "top1": "top-1 agreement with full cache", "needle_kept": "needle tokens kept (fraction)"}.get(metric, metric), fontsize=9)
+                   "top1": "top-1 agreement with full cache", "needle_kept": "needle tokens kept (fraction)",
+                   "similarity": "edit similarity to the reference (mean)"}.get(metric, metric), fontsize=9)
     ax.set_title(title or f"{summary[0]['task']}: {metric} vs compression ({fmt} format)", fontsize=10)
     ax.legend(fontsize=8, ncol=2); ax.grid(alpha=0.3); ax.tick_params(labelsize=8)
     return fig
