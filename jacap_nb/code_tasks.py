@@ -45,7 +45,7 @@ def definitions(lines, # a module's lines
 CODE_QUESTIONS = ("In the code above, find where `{name}` is defined. Write its def line exactly as it appears.",
                   "Which parameters does `{name}` take in the code above? Answer with its def line, copied exactly.",
                   "Quote the def line of `{name}` from the code above, with all of its parameters.")
-CODE_ANSWER_PREFIX = "def {name}("
+CODE_ANSWER_PREFIX = "```python\n"
 
 def _window(lines, j:int, length:int, depth:float, count_tokens) -> tuple:
     "(first line, end line, tokens before line j, tokens in all): line j at about `depth` of `length` tokens."
@@ -59,7 +59,7 @@ def _window(lines, j:int, length:int, depth:float, count_tokens) -> tuple:
 def code_examples(lengths=(1024,),          # context lengths in tokens
                   depths=(0.1, 0.3, 0.5, 0.7, 0.9), # depth of the asked def line
                   n:int=1,                  # examples per (length, depth) cell
-                  answer_prefix:bool=False, # start the reply with "def <name>(" (it then writes only the parameters)
+                  answer_prefix:bool=False, # start the reply with a code fence (`CODE_ANSWER_PREFIX`)
                   seed:int=0,
                   count_tokens=approx_tokens,
                   sources=CODE_SOURCES,     # stdlib modules to draw from
@@ -93,7 +93,7 @@ def code_examples(lengths=(1024,),          # context lengths in tokens
                                    dict(length=length, depth=depth, measured_depth=round(before / total, 4), source=f,
                                         line=j + 1, name=name, question=k, python=version, i=i, seed=seed,
                                         n_tokens=count_tokens("\n".join(window))),
-                                   CODE_ANSWER_PREFIX.format(name=name) if answer_prefix else ""))
+                                   CODE_ANSWER_PREFIX if answer_prefix else ""))
     return out
 
 # %% ../nbs/10c_code_tasks.ipynb #c11c0023
@@ -105,7 +105,7 @@ def _first_code_line(prediction:str) -> str:
     return ""
 
 def _signature_params(line:str) -> str:
-    "The parameter text of a def line ('def f(a, b=1):' -> 'a, b=1'), or of a reply that continued 'def f(' ('a, b=1):')."
+    "The parameter text of a def line ('def f(a, b=1):' -> 'a, b=1'); a line that is not a def: up to its last ')'."
     if re.match(r"(?:async\s+)?def\s", line): line = line.split("(", 1)[1] if "(" in line else ""
     k = line.rfind(")")
     return (line[:k] if k >= 0 else line).strip()

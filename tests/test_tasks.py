@@ -156,11 +156,13 @@ def test_code_examples_ask_for_one_def_at_its_depth(length, count):
 
 
 def test_code_answer_prefix_and_early_stop_keep_the_score():
-    for e in code_examples(lengths=[512], depths=[0.3, 0.7], n=2, answer_prefix=True):
-        assert e.answer_prefix == f"def {e.meta['name']}("
-        reply = e.answer + "):\n        return None\n"                 # what follows the prefix
-        assert code_correct(reply, e.answer) and not code_correct(reply.replace(",", ";", 1) if "," in reply else "x):", e.answer)
+    plain = code_examples(lengths=[512], depths=[0.3, 0.7], n=2)
+    for e, p in zip(plain, code_examples(lengths=[512], depths=[0.3, 0.7], n=2, answer_prefix=True)):
+        assert p.answer_prefix == "```python\n" and (p.context, p.question, p.answer) == (e.context, e.question, e.answer)
+        src = source_lines(e.meta["source"])[e.meta["line"] - 1]
+        reply = src + "\n        return None\n```"                       # what follows the fence
+        assert code_correct(reply, e.answer) and not code_correct(reply.replace(e.meta["name"] + "(", e.meta["name"] + "(x, "), e.answer)
         cut = next(i for i in range(1, len(reply) + 1) if first_line_done(reply[:i]))
-        assert code_correct(reply[:cut], e.answer) == code_correct(reply, e.answer)    # stopping there changes nothing
+        assert cut == len(src) + 1 and code_correct(reply[:cut], e.answer)  # stopping there changes nothing
     t = get_task("code")
     assert (t.score, t.similarity, t.done) == (code_correct, code_similarity, first_line_done)
