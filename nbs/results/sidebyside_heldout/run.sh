@@ -3,7 +3,7 @@
 # ExpectedAttention) and the paper's Algorithm 1 (jacap:preset=paper), added to the committed sets of ../tasks_heldout.
 # Each committed folder is copied to OUT and the bench adds only the new methods' rows (it resumes rows.jsonl; the old
 # rows stay as they were: same examples, same prefills). Nothing is chosen here.
-# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh qwen-multikey|gemma3 OUT
+# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh qwen-multikey|gemma3|qwen-code OUT
 set -euo pipefail
 which=$1; out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,5 +26,10 @@ case $which in
     copy tasks_heldout/gemma3_passkey/seed1 gemma3_passkey_seed1
     methods=(kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff jacap:preset=paper)
     jacap-nb bench passkey --model gemma3-270m --methods "${methods[@]}" "${r[@]}" --seed 1 --n 8 --lengths 1024 --depths 0.1 0.3 0.5 0.7 0.9 --filler britannica --formats blank kvpress --out "$out/gemma3_passkey_seed1" ;;
+  qwen-code)
+    # Run beside ../tasks_heldout/qwen_code_blank rather than after it (CPU time), so this folder has the full cache's
+    # rows too; they equal that set's (the harness is deterministic, and load_runs refuses copies that disagree).
+    jacap-nb bench code --model qwen2.5-coder-0.5b --methods full kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff \
+      kvpress:ExpectedAttention jacap:preset=paper "${r[@]}" --formats blank --no-answer-prefix --seed 1 --n 8 --out "$out/qwen_code_blank" ;;
   *) echo "unknown set $which"; exit 2 ;;
 esac
