@@ -1,10 +1,11 @@
-"""jacap_nb.tasks as grids: determinism, needle placement, answers present, the multi-question contexts, errors.
+"""jacap_nb.tasks as grids: determinism, needle placement, answers present, the multi-question contexts, errors; the code task.
 11_tasks checks one example of each generator, the scoring functions, token_fidelity and the Wilson interval."""
 import math, random
 import pytest, torch
 from jacap_nb.tasks import (passkey_examples, multikey_examples, multiquestion_examples, document_examples, streaming_examples,
                             passkey_correct, number_complete, wilson_interval, get_task, MULTIKEY_FACT, MULTIQ_FACTS)
 from jacap_nb.texts import haystack, source_text, approx_tokens
+from jacap_nb.code_tasks import code_examples, code_correct, code_similarity, first_line_done, source_lines, DEF_LINE
 
 def char_count(text): return len(text)
 
@@ -131,8 +132,6 @@ def test_bench_cli_passes_the_prefix_both_ways():
 
 
 # --- the code task: a def line far above (10c_code_tasks) -----------------------------------------------------------
-
-from jacap_nb.code_tasks import code_examples, code_correct, code_similarity, first_line_done, source_lines, DEF_LINE
 
 
 @pytest.mark.parametrize("length,count", [(512, approx_tokens), (1500, char_count)])
