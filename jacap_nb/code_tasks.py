@@ -49,11 +49,10 @@ CODE_ANSWER_PREFIX = "```python\n"
 
 def _window(lines, j:int, length:int, depth:float, count_tokens) -> tuple:
     "(first line, end line, tokens before line j, tokens in all): line j at about `depth` of `length` tokens."
-    sizes = [count_tokens(line + "\n") for line in lines]
-    start, before = j, 0
-    while start > 0 and before < depth * length: start -= 1; before += sizes[start]
+    start, before = j, 0                                  # only the window's lines are counted, not the whole module
+    while start > 0 and before < depth * length: start -= 1; before += count_tokens(lines[start] + "\n")
     end, total = j, before
-    while end < len(lines) and total < length: total += sizes[end]; end += 1
+    while end < len(lines) and total < length: total += count_tokens(lines[end] + "\n"); end += 1
     return start, end, before, total
 
 def code_examples(lengths=(1024,),          # context lengths in tokens
