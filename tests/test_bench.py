@@ -311,6 +311,11 @@ def test_code_rows_keep_correct_and_similarity(tiny, tmp_path):
     for r in rows:
         assert r["similarity"] == round(code_similarity(r["prediction"], r["answer"]), 4)
         assert r["correct"] == code_correct(r["prediction"], r["answer"])
+    exs = {e.uid: e for e in get_task("code").make(count_tokens=token_counter(tok), lengths=[200], depths=[0.5], n=2)}
+    for r in rows:                                                  # the harness answers as the public generate() does
+        e = exs[r["uid"]]
+        assert r["prediction"] == generate(model, tok, e.context, e.question, _press(r["method"], r["ratio"]), 5,
+                                           e.answer_prefix, stop=get_task("code").done)
     s = {x["method"]: x for x in summarize(rows)}
     assert s["jacap"]["similarity"] == pytest.approx(sum(r["similarity"] for r in rows if r["method"] == "jacap") / 2)
     run_bench("passkey", ["full"], [0.5], tmp_path / "passkey", model, tok, formats=["blank"], max_new_tokens=3,
