@@ -2,12 +2,16 @@
 
     python tests/nbtools.py add-colab nbs/*.ipynb    # insert/refresh the Colab badge + install cell (idempotent)
     python tests/nbtools.py check-colab nbs/*.ipynb  # list notebooks whose badge/install cell is missing or stale
-    python tests/nbtools.py show-docs nbs/09_kvpress_compat.ipynb   # re-render the saved `show_doc(NAME)` outputs
+    python tests/nbtools.py render _rendered nbs/07_presses.ipynb   # the notebook as the docs site builds it
 
 `add-colab` skips index.ipynb and the notebooks in `COLAB_EXCEPTIONS` (see there why). Right after the title cell
 (`# Title` + `> summary`) it puts one markdown cell with the badge and one code cell with `INSTALL_SOURCE`; an older
 badge cell or Colab install cell anywhere in the notebook is removed first (its cell id is reused), so running it twice
-changes nothing. tests/test_docs.py checks the result with the same constants."""
+changes nothing. tests/test_docs.py checks the result with the same constants.
+
+`render` writes what the docs build makes of a notebook: the notebooks save no `show_doc` output (nbdev renders it when
+the site is built, from the code exported at that commit), so tests/test_docs.py checks the rendered entries and their
+[source] links there."""
 import configparser, hashlib, json, pathlib, re, sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -134,46 +138,23 @@ def add_colab_file(path) -> bool:
     path.write_text(new, encoding='utf-8')
     return True
 
-# nbdev 2.4.14 looks a symbol's line up by its short name, but fastcore 1.14's renderer hands it the full dotted
-# name, so every source link would end in #LNone: the module's prefix is stripped before the look-up.
-_LINENO_PATCH = """
-import nbdev.doclinks as _dl
-def _short_lineno(sym, fname, _orig=_dl._lineno):
-    pre = fname[:-3].replace('/', '.') + '.' if fname else ''
-    return _orig(sym[len(pre):] if pre and sym.startswith(pre) else sym, fname)
-_dl._lineno = _short_lineno
-"""
-
-SHOW_DOC = re.compile(r'^show_doc\(([\w.]+)\)$')
-
-def show_docs_file(path) -> int:
-    "Re-render the output of every one-line `show_doc(NAME)` cell of notebook `path` from its exported module, in this\n    interpreter (for a `skip_exec` notebook whose module needs another environment, e.g. 09's kvpress); returns the count."
-    from execnb.shell import CaptureShell
-    path = pathlib.Path(path)
-    nb = json.loads(path.read_text(encoding='utf-8'))
-    exp = next((m.group(1) for c in nb['cells'] if c['cell_type'] == 'code'
-                for m in [re.search(r'#\|\s*default_exp\s+(\S+)', ''.join(c['source']))] if m), None)
-    if exp is None: raise ValueError(f'{path.name}: no `#| default_exp` cell')
-    shell = CaptureShell()
-    shell.run(f'from {_cfg["lib_name"]}.{exp} import *\nfrom nbdev.showdoc import show_doc\n' + _LINENO_PATCH)
-    n = 0
-    for c in nb['cells']:
-        if c['cell_type'] == 'code' and SHOW_DOC.match(''.join(c['source']).strip()):
-            outs = shell.run(''.join(c['source']))
-            errs = [o for o in outs if o.get('output_type') == 'error']
-            if errs: raise RuntimeError(f"{path.name}: {''.join(c['source'])} failed: {errs[0].get('evalue')}")
-            c['outputs'] = [dict(o, execution_count=None) if 'execution_count' in o else o for o in outs]
-            n += 1
-    path.write_text(nb2str(nb), encoding='utf-8')
-    return n
+def render(path, out_dir) -> pathlib.Path:
+    "Notebook `path` processed as the docs build processes it (nbdev's `FilterDefaults`: `exec_show_docs` runs the export\n    and import cells and renders every `show_doc` cell), written to `out_dir`; returns the written path."
+    from execnb.nbio import read_nb, write_nb
+    from nbdev.processors import FilterDefaults
+    nb = read_nb(path)
+    FilterDefaults()(nb)
+    out = pathlib.Path(out_dir)/pathlib.Path(path).name
+    write_nb(nb, out)
+    return out
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 2 or argv[0] not in ('add-colab', 'check-colab', 'show-docs'):
+    if len(argv) < 2 or argv[0] not in ('add-colab', 'check-colab', 'render') or argv[0] == 'render' and len(argv) < 3:
         print(__doc__); return 2
     cmd, paths = argv[0], argv[1:]
-    if cmd == 'show-docs':
-        for p in paths: print(f'{p}: {show_docs_file(p)} show_doc outputs rendered')
+    if cmd == 'render':
+        for p in paths[1:]: print(f'{p} -> {render(p, paths[0])}')
         return 0
     bad = 0
     for p in map(pathlib.Path, paths):
