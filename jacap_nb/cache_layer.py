@@ -40,12 +40,15 @@ class CompressedLayer(DynamicLayer):
 
     @classmethod
     def from_layer(cls, layer:DynamicLayer) -> "CompressedLayer":
+        "A new layer holding `layer`'s keys and values (the same tensors), built through transformers' public layer API."
         if type(layer) is not DynamicLayer and not isinstance(layer, CompressedLayer): raise ValueError(
             f"only full-attention DynamicLayer caches can be compressed; got {type(layer).__name__}")
         if isinstance(layer, CompressedLayer): return layer
-        new = cls.__new__(cls); new.__dict__.update(layer.__dict__)
-        p = DynamicLayer.get_seq_length(layer)
-        new.logical_length, new._positions = p, None
+        new = cls()
+        if layer.is_initialized:                            # dtype and device as transformers' own first update sets them
+            new.lazy_initialization(layer.keys, layer.values)
+            new.keys, new.values = layer.keys, layer.values
+        new.logical_length = new.physical_length
         return new
 
     @property
