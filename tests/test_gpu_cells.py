@@ -70,9 +70,9 @@ def test_gpu_cell_runs_tiny(key, smollm2, tmp_path, capsys, monkeypatch):
     src = tiny(gpu_cells(name)[i], repl)
     monkeypatch.chdir(tmp_path)
     ns = {}
-    for mod in (jacap_nb.texts, jacap_nb.tasks, jacap_nb.presses, jacap_nb.pipeline, jacap_nb.bench, jacap_nb.report, jacap_nb.speed,
-                jacap_nb.gpu_check):
-        ns.update({k: getattr(mod, k) for k in mod.__all__})          # what the notebook has imported by then
+    for mod in (jacap_nb.models, jacap_nb.texts, jacap_nb.tasks, jacap_nb.presses, jacap_nb.pipeline, jacap_nb.bench, jacap_nb.report,
+                jacap_nb.speed, jacap_nb.gpu_check):
+        ns.update({k: getattr(mod, k) for k in mod.__all__})          # what the notebook has imported by then (its import cells)
     model, tok = smollm2
     ns.update(model=model, tok=tok, tokenizer=tok, OUT=str(tmp_path / 'out'))
     exec(compile(src, f'{name}:gpu[{i}]', 'exec'), ns)
