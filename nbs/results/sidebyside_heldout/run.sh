@@ -3,7 +3,7 @@
 # ExpectedAttention) and the paper's Algorithm 1 (jacap:preset=paper), added to the committed sets of ../tasks_heldout.
 # Each committed folder is copied to OUT and the bench adds only the new methods' rows (it resumes rows.jsonl; the old
 # rows stay as they were: same examples, same prefills). Nothing is chosen here.
-# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh qwen-multikey|gemma3|qwen-code OUT
+# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh qwen-multikey|gemma3|qwen-code|qwen-code-adakv OUT
 set -euo pipefail
 which=$1; out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,5 +31,11 @@ case $which in
     # rows too; they equal that set's (the harness is deterministic, and load_runs refuses copies that disagree).
     jacap-nb bench code --model qwen2.5-coder-0.5b --methods full kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff \
       kvpress:ExpectedAttention jacap:preset=paper "${r[@]}" --formats blank --no-answer-prefix --seed 1 --n 8 --out "$out/qwen_code_blank" ;;
+  qwen-code-adakv)
+    # AdaKV(ExpectedAttention) is no ScorerPress: it runs in kvpress's own pipeline (a full prefill per ratio), added to
+    # the committed qwen-code folder by resuming it.
+    copy sidebyside_heldout/qwen_code_blank qwen_code_blank
+    jacap-nb bench code --model qwen2.5-coder-0.5b --methods kvpress:AdaKV:press=ExpectedAttention "${r[@]}" --formats blank \
+      --no-answer-prefix --seed 1 --n 8 --out "$out/qwen_code_blank" ;;
   *) echo "unknown set $which"; exit 2 ;;
 esac
