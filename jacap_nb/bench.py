@@ -418,7 +418,7 @@ def bench_parser() -> argparse.ArgumentParser:
                "--filler britannica pydoc --lengths 1024 --out runs/passkey   (kvpress methods, e.g. kvpress:TOVA, "
                "need the kvpress environment: pip install \"jacap_nb[kvpress]\")")
     p.add_argument("task", choices=list(TASKS), help="what to measure")
-    p.add_argument("--methods", nargs="+", required=True, help="full, a scorer name with options (jacap:tau=5, jacap:budget=calibrated), or kvpress:<Press>")
+    p.add_argument("--methods", nargs="+", required=True, help="full, a scorer name with options (jacap:halo=32, jacap:budget=calibrated), or kvpress:<Press>")
     p.add_argument("--ratios", nargs="+", type=float, default=[0.5, 0.75, 0.9], help="compression ratios")
     p.add_argument("--formats", nargs="+", default=["blank"], choices=list(PROMPT_FORMATS), help="prompt formats (qa tasks)")
     p.add_argument("--out", required=True, help="output folder")

@@ -48,8 +48,8 @@ class JacapPress(ScorerPress):
         super().__post_init__()
         if not isinstance(self.scorer, Scorer): raise TypeError(f"scorer must be a jacap_nb Scorer; got {type(self.scorer).__name__}")
         if self.scorer.replay: raise ValueError(
-            "a replay scorer (queries='replay') needs a re-reading pass that kvpress's ScorerPress hook does not run: use "
-            "jacap_nb's own press (make_press('jacap', ratio, queries='replay')) or kvpress's KVzipPress")
+            "a replay scorer (JacapReplay) needs a re-reading pass that kvpress's ScorerPress hook does not run: use "
+            "jacap_nb's own press (make_press('jacap_replay', ratio)) or kvpress's KVzipPress")
 
     def view(self, module:nn.Module, hidden_states:Tensor, keys:Tensor, values:Tensor, kwargs:dict) -> LayerView:
         "The `LayerView` of one kvpress `score` call: a prefill, a part of one (ChunkPress, BlockPress) or a decoding step."

@@ -24,7 +24,7 @@ from .cache_layer import head_masks
 from .view import missing_press_members
 from .cache_layer import cache_bytes
 from .models import cache_kwarg, empty_cache, model_adapters
-from .presses import EvictionPress, PressWrapper, Jacap, Scorer
+from .presses import EvictionPress, PressWrapper, Jacap, JacapReplay, Scorer
 from .budgets import layer_budget_from_ids
 
 # %% ../nbs/08_pipeline.ipynb #205e7ed9
@@ -200,7 +200,7 @@ def calibrate_layer_budget(model:nn.Module, tokenizer,
     for c in contexts: _check_text("context", c)
     check_int("n_thresholds", n_thresholds, 2)
     if scorer is not None and not isinstance(scorer, Scorer): raise TypeError(f"scorer must be a Scorer; got {type(scorer).__name__}")
-    named = Jacap(queries="replay", score="attention", prior_weight=0) if scorer is None else scorer   # the probe's score
+    named = JacapReplay(score="attention", prior_weight=0) if scorer is None else scorer   # the probe's score
     prompts = [encode_prompt(tokenizer, c, ["?"], "", separator)[0] for c in contexts]
     return layer_budget_from_ids(model, prompts, None if scorer is None else EvictionPress(scorer, 0.5, n_sink=n_sink),
                                  n_thresholds, n_sink, f"{named!r} on {len(contexts)} texts", progress)

@@ -11,10 +11,10 @@ import torch
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIONS', 'HEAD_REDUCE', 'PRESETS', 'Scorer', 'KNorm',
-           'KeyDiff', 'Streaming', 'RandomScores', 'SnapKV', 'ExpectedAttention', 'CapKV', 'Jacap', 'EvictionPress',
-           'PressWrapper', 'DecodingEviction', 'share_layer_scores', 'SharedKeep', 'ProtectSpans', 'make_press',
-           'press_config']
+__all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIONS', 'HEAD_REDUCE', 'PRESETS', 'JACAP_QUERIES',
+           'Scorer', 'KNorm', 'KeyDiff', 'Streaming', 'RandomScores', 'SnapKV', 'ExpectedAttention', 'CapKV', 'Jacap',
+           'JacapReplay', 'JacapPaper', 'EvictionPress', 'PressWrapper', 'DecodingEviction', 'share_layer_scores',
+           'SharedKeep', 'ProtectSpans', 'make_press', 'press_config']
 
 # %% ../nbs/07_presses.ipynb #ac5cfac0
 from . import scoring, baselines
@@ -133,66 +133,37 @@ JACAP_SCORES = ("capacity", "attention")
 
 @dataclass(frozen=True)
 class Jacap(Scorer):
-    "Jacap: leverage of the Jacobian-capacity weights under a model of the future queries (see `00_theory`)."
+    "Jacap: leverage of the Jacobian-capacity weights under the prior and the context's own queries (see `00_theory`)."
     name: ClassVar[str] = "jacap"
     press_defaults: ClassVar[dict] = {"budget": "auto", "window": 4}   # the recommended press (07_presses, "Defaults")
 
-    queries: str = "context"          # "context": prior + the context's queries; "replay": + a re-reading's; "stats": Algorithm 1
-    prior_weight: float = 0.5         # context mode: share pi of the whitened prior in the mixture
-    breadth: float = 1.0              # context mode: the prior's average logit variance c
-    causal: bool = True               # context mode: a context query sees the keys before it (as the model did)
-    block: int|None = 16              # context mode: each block of queries sees the sinks and the keys within `halo` before
-                                      # it (cost O(N (block + halo))); None: every earlier key (exact, O(N^2))
-    halo: int = 16                    # context mode: band half-width
-    recent: int = 64                  # context mode: recent queries kept for decoding-time evictions
-    tau: float = 10.0                 # stats mode: softmax temperature of the weights
+    prior_weight: float = 0.5         # share pi of the whitened prior in the mixture
+    breadth: float = 1.0              # the prior's average logit variance c
+    causal: bool = True               # a context query sees the keys before it (as the model did)
+    block: int|None = 16              # each block of queries sees the sinks and the keys within `halo` before it (cost
+                                      # O(N (block + halo))); None: every earlier key (exact, O(N^2))
+    halo: int = 16                    # band half-width
+    recent: int = 64                  # recent queries kept for decoding-time evictions
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
-    stats_window: int|None = 64       # stats mode: prompt queries the Gaussian is fitted to (None: all after the sinks)
     score: str = "capacity"           # "capacity": centred-value leverage of the weights (the Jacobian capacity); "attention":
-                                      # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head (comparable
-                                      # across heads: for budget="heads"; with queries="replay", prior_weight=0 it is KVzip's score)
-    backend: str = "auto"             # "triton": the kernels of 03b_fused (03_kernels for "stats"); "torch": eager PyTorch;
-                                      # "auto": Triton for CUDA tensors when it is installed, else torch
+                                      # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head
+                                      # (comparable across heads: for budget="heads")
+    backend: str = "auto"             # "triton": the kernels of 03b_fused; "torch": eager PyTorch; "auto": Triton for CUDA
+                                      # tensors when it is installed, else torch
 
     def __post_init__(self):
-        if self.queries not in scoring.JACAP_QUERIES: raise ValueError(
-            f"queries must be one of {', '.join(map(repr, scoring.JACAP_QUERIES))}; got {self.queries!r}")
         check_number("prior_weight", self.prior_weight, lo=0, hi=1); check_number("breadth", self.breadth, positive=True)
         if not isinstance(self.causal, bool): raise TypeError(f"causal must be True or False; got {self.causal!r}")
         check_int("block", self.block, 1, none_ok=True); check_int("halo", self.halo, 0); check_int("recent", self.recent, 1)
-        check_number("tau", self.tau, positive=True); check_noise_var(self.noise_var)
-        check_int("stats_window", self.stats_window, 1, none_ok=True)
+        check_noise_var(self.noise_var)
         if self.score not in JACAP_SCORES: raise ValueError(f"score must be one of {', '.join(map(repr, JACAP_SCORES))}; got {self.score!r}")
-        if self.score == "attention" and self.queries == "stats": raise ValueError(
-            "score='attention' needs queries='context' or 'replay' (the Gaussian of queries='stats' has no worst case)")
-        if self.backend not in scoring.BACKENDS: raise ValueError(
-            f"backend must be one of {', '.join(map(repr, scoring.BACKENDS))}; got {self.backend!r}")
-        if self.backend == "triton": scoring.use_triton(None, "triton")       # no Triton here: say so now, not mid-prefill
-
-    @classmethod
-    def paper(cls) -> "Jacap":
-        "Algorithm 1 as published: Gaussian of the last 64 prompt queries, tau = 10, sigma^2 = 1."
-        return cls(queries="stats", tau=10.0, noise_var=1.0, stats_window=64)
+        _check_backend(self.backend)
 
     @property
-    def stats(self):
-        return StatsConfig(window=self.stats_window) if self.queries == "stats" else StatsConfig(recent=self.recent, moments=False)
-
-    @property
-    def replay(self) -> bool: return self.queries == "replay"
+    def stats(self): return StatsConfig(recent=self.recent, moments=False)
 
     def __call__(self, view):
-        if self.queries == "stats":
-            mu, var = view.future_query_moments()
-            return _grouped(view, lambda k, v, q_mean, q_var: scoring.jacap_scores(k, v, q_mean, q_var, self.tau, self.noise_var,
-                                                                                   backend=self.backend), q_mean=mu, q_var=var)
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
-        if self.queries == "replay" and view.replay_attention is not None:
-            if self.score == "attention": return self._attention(view, view.replay_attention, fused)
-            if fused: return fused.triton_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
-                                                         self.breadth, self.noise_var)
-            return scoring.jacap_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
-                                                self.breadth, self.noise_var)
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
             w = self._prior(view, fused)
             if self.score == "attention": return w
@@ -234,13 +205,54 @@ class Jacap(Scorer):
         w = (1 - self.prior_weight) * worst.float()
         return w if self.prior_weight == 0 else w + self.prior_weight * self._prior(view, fused)
 
+@dataclass(frozen=True)
+class JacapReplay(Jacap):
+    "Jacap under the queries of a re-reading of the context (one more pass); `score='attention', prior_weight=0` is KVzip's score."
+    name: ClassVar[str] = "jacap_replay"
+    replay: ClassVar[bool] = True
+
+    def __call__(self, view):
+        if view.replay_attention is None: return super().__call__(view)     # no re-reading ran: the context's own queries
+        fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
+        if self.score == "attention": return self._attention(view, view.replay_attention, fused)
+        if fused: return fused.triton_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
+                                                     self.breadth, self.noise_var)
+        return scoring.jacap_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
+                                            self.breadth, self.noise_var)
+
+@dataclass(frozen=True)
+class JacapPaper(Scorer):
+    "Algorithm 1 of the paper as published: leverage of the weights under the Gaussian of the last prompt queries."
+    name: ClassVar[str] = "jacap_paper"
+    tau: float = 10.0                 # softmax temperature of the weights
+    noise_var: float|str = 1.0        # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
+    stats_window: int|None = 64       # prompt queries the Gaussian is fitted to (None: all after the sinks)
+    backend: str = "auto"             # "triton": the kernels of 03_kernels; "torch": eager PyTorch; "auto": as `Jacap`
+
+    def __post_init__(self):
+        check_number("tau", self.tau, positive=True); check_noise_var(self.noise_var)
+        check_int("stats_window", self.stats_window, 1, none_ok=True); _check_backend(self.backend)
+
+    @property
+    def stats(self): return StatsConfig(window=self.stats_window)
+
+    def __call__(self, view):
+        mu, var = view.future_query_moments()
+        return _grouped(view, lambda k, v, q_mean, q_var: scoring.jacap_scores(k, v, q_mean, q_var, self.tau, self.noise_var,
+                                                                               backend=self.backend), q_mean=mu, q_var=var)
+
+def _check_backend(backend:str):
+    if backend not in scoring.BACKENDS: raise ValueError(
+        f"backend must be one of {', '.join(map(repr, scoring.BACKENDS))}; got {backend!r}")
+    if backend == "triton": scoring.use_triton(None, "triton")           # no Triton here: say so now, not mid-prefill
+
 def _fused():
     "jacap_nb.fused, imported when a press first takes the Triton path (importing Triton costs a second)."
     from jacap_nb import fused
     return fused
 
 # %% ../nbs/07_presses.ipynb #e46ff42f
-SCORERS = {c.name: c for c in (Jacap, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
+SCORERS = {c.name: c for c in (Jacap, JacapReplay, JacapPaper, CapKV, KNorm, KeyDiff, SnapKV, ExpectedAttention, Streaming, RandomScores)}
 
 # %% ../nbs/07_presses.ipynb #52e2a3f9
 BUDGETS = ("uniform", "heads", "layers", "auto")
@@ -353,8 +365,8 @@ class DecodingEviction(PressWrapper):
         check_int("target_cache_tokens", self.target_cache_tokens, 1, none_ok=True)
         check_int("interval", self.interval, 1, none_ok=True)
         if self.press.replay: raise ValueError(
-            "a replay press (queries='replay') compresses once, after the prefill and its re-reading pass; it cannot "
-            "also evict while generating: drop max_cache_tokens, or use queries='context'")
+            "a replay press (JacapReplay) compresses once, after the prefill and its re-reading pass; it cannot "
+            "also evict while generating: drop max_cache_tokens, or use make_press('jacap', ...)")
         if uneven_budget(self.press.budget): raise ValueError(
             f"a budget that differs between layers or heads (budget={self.press.budget!r}) is set once, at the prefill; "
             "it cannot also evict while generating: drop max_cache_tokens, or use budget='uniform'")
@@ -428,7 +440,8 @@ class ProtectSpans(PressWrapper):
 PRESS_OPTIONS = ("n_sink", "window", "deadline", "budget", "layer_floor")
 WRAPPER_OPTIONS = ("max_cache_tokens", "target_cache_tokens", "interval", "protect", "head_reduce")
 HEAD_REDUCE = ("group", "layer")
-PRESETS = {("jacap", "paper"): Jacap.paper}   # named configurations, for reproducing published numbers
+PRESETS = {("jacap", "paper"): "jacap_paper"}   # named configurations, for reproducing published numbers
+JACAP_QUERIES = {"context": "jacap", "replay": "jacap_replay", "stats": "jacap_paper"}   # make_press("jacap", queries=...)
 
 def make_press(name:str,                    # scorer name: a key of SCORERS ("jacap", "capkv", "knorm", ...)
                compression_ratio:float=0.5, # fraction of each prompt's tokens evicted at prefill, in [0, 1)
@@ -440,21 +453,24 @@ def make_press(name:str,                    # scorer name: a key of SCORERS ("ja
         close = difflib.get_close_matches(name, list(SCORERS), n=1)
         raise ValueError(f"unknown scorer {name!r}{f'; did you mean {close[0]!r}?' if close else ''} "
                          f"(valid: {', '.join(SCORERS)})")
-    cls = SCORERS[name]
+    preset, queries = options.pop("preset", None), options.pop("queries", None) if name == "jacap" else None
+    if preset is not None and (name, preset) not in PRESETS: raise ValueError(
+        f"unknown preset {preset!r} for {name!r}; valid: {', '.join(p for n, p in PRESETS if n == name) or 'none'}")
+    if queries is not None and queries not in JACAP_QUERIES: raise ValueError(
+        f"queries must be one of {', '.join(map(repr, JACAP_QUERIES))}; got {queries!r}")
+    if preset is not None and queries is not None: raise ValueError("give make_press('jacap') a preset or queries, not both")
+    cls = SCORERS[PRESETS[(name, preset)] if preset else JACAP_QUERIES[queries] if queries else name]
     scorer_opts = [f.name for f in fields(cls)]
-    valid = list(PRESS_OPTIONS) + scorer_opts + list(WRAPPER_OPTIONS) + ["preset"]
+    valid = list(PRESS_OPTIONS) + scorer_opts + list(WRAPPER_OPTIONS)
     for k in options:
         if k not in valid:
             close = difflib.get_close_matches(k, valid, n=1)
-            raise ValueError(f"unknown option {k!r} for make_press({name!r}){f'; did you mean {close[0]!r}?' if close else ''} "
-                             f"(valid options: {', '.join(valid)})")
-    preset = options.pop("preset", None)
-    if preset is not None and (name, preset) not in PRESETS: raise ValueError(
-        f"unknown preset {preset!r} for {name!r}; valid: {', '.join(p for n, p in PRESETS if n == name) or 'none'}")
-    base = PRESETS[(name, preset)]().options() if preset else {}
+            how = f"make_press({name!r}" + (f", preset={preset!r}" if preset else f", queries={queries!r}" if queries else "") + ")"
+            raise ValueError(f"unknown option {k!r} for {how}{f'; did you mean {close[0]!r}?' if close else ''} "
+                             f"(valid options of its scorer {cls.__name__} and the press: {', '.join(valid)})")
     decoding = any(k in options for k in ("max_cache_tokens", "target_cache_tokens", "interval"))
-    defaults = {} if preset or decoding else cls.press_defaults       # a preset is as published; decoding needs even layers
-    press = EvictionPress(cls(**{**base, **{k: v for k, v in options.items() if k in scorer_opts}}), compression_ratio,
+    defaults = {} if decoding else cls.press_defaults                # decoding-time eviction needs even layers
+    press = EvictionPress(cls(**{k: v for k, v in options.items() if k in scorer_opts}), compression_ratio,
                           **{**defaults, **{k: v for k, v in options.items() if k in PRESS_OPTIONS}})
 
     reduce = options.get("head_reduce", "group")

@@ -13,8 +13,8 @@ from .rope import rope_into
 from .checks import compute_dtype, check_number, check_finite, check_cache, check_query, check_broadcast, check_noise_var, broadcast_shape
 
 # %% auto #0
-__all__ = ['BACKENDS', 'JACAP_QUERIES', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'use_triton', 'key_leverage',
-           'prior_attention', 'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
+__all__ = ['BACKENDS', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'use_triton', 'key_leverage', 'prior_attention',
+           'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
            'jacap_context_scores', 'capkv_weights', 'capkv_scores', 'select_tokens', 'top_sorted']
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
@@ -289,8 +289,6 @@ def _band_windows(k:Tensor,   # keys (..., N, d)
     return out.reshape(*lead, g, n)
 
 # %% ../nbs/01_scoring.ipynb #e34a78e4
-JACAP_QUERIES = ("context", "stats", "replay")
-
 def jacap_context_weights(keys:Tensor,       # keys (..., N, d), post-RoPE
                           queries:Tensor,    # context queries (..., G, T, d) of the G query heads of each KV head
                           keys_pre:Tensor|None=None, # pre-RoPE keys for the prior (default: `keys`)

@@ -42,7 +42,7 @@ def _press(method, ratio):
 
 def test_resume_redoes_only_what_is_missing(tiny, tmp_path, monkeypatch):
     model, tok = tiny
-    methods, kw = ["full", "knorm", "jacap:tau=5"], dict(formats=["blank", "kvpress"], max_new_tokens=3, progress=False, **OPTS)
+    methods, kw = ["full", "knorm", "jacap:halo=32"], dict(formats=["blank", "kvpress"], max_new_tokens=3, progress=False, **OPTS)
     run_bench("passkey", methods, [0.5, 0.75], tmp_path, model, tok, **kw)
     rows = load_rows(tmp_path)
     assert len(rows) == 2 * 2 * (1 + 2 * 2)                          # examples x formats x (full + methods x ratios)
@@ -132,14 +132,14 @@ def _machine_paths(tmp_path):
 def test_config_records_the_run_and_no_machine_path(tiny, tmp_path):
     model, tok = tiny
     out = tmp_path / "run"
-    run_bench("passkey", ["full", "jacap:tau=5"], [0.5], out, model, tok, formats=["kvpress"], max_new_tokens=3,
-              progress=False, command="jacap-nb bench passkey --methods full jacap:tau=5", **OPTS)
+    run_bench("passkey", ["full", "jacap:halo=32"], [0.5], out, model, tok, formats=["kvpress"], max_new_tokens=3,
+              progress=False, command="jacap-nb bench passkey --methods full jacap:halo=32", **OPTS)
     text = (out / "config.json").read_text()
     cfg = json.loads(text)
     for k in ("protocol", "decoding", "model", "versions", "formats", "methods", "runs"): assert k in cfg, k
     assert cfg["decoding"] == dict(greedy=True, max_new_tokens=3) and cfg["model"]["n_layers"] == 2
-    assert cfg["methods"]["jacap:tau=5"]["press"]["scorer_options"]["tau"] == 5            # resolved options recorded
-    assert cfg["methods"]["jacap:tau=5"]["press"]["scorer_options"]["noise_var"] == "auto"  # with the defaults
+    assert cfg["methods"]["jacap:halo=32"]["press"]["scorer_options"]["halo"] == 32           # resolved options recorded
+    assert cfg["methods"]["jacap:halo=32"]["press"]["scorer_options"]["noise_var"] == "auto"  # with the defaults
     assert cfg["formats"]["kvpress"]["separator"] == "" and {"torch", "transformers", "jacap_nb"} <= set(cfg["versions"])
     assert cfg["runs"][0]["task_options"] == OPTS and cfg["runs"][0]["n_examples"] == 2
     for p in _machine_paths(tmp_path): assert p not in text, p
@@ -160,7 +160,7 @@ def test_config_written_by_the_cli_has_no_machine_path(tiny, tmp_path, monkeypat
 @pytest.mark.parametrize("spec,backend,name,options", [
     ("full", "full", "full", {}),
     (" jacap ", "jacap_nb", "jacap", {}),
-    ("jacap:tau=5,noise_var=auto", "jacap_nb", "jacap", {"tau": 5, "noise_var": "auto"}),
+    ("jacap:halo=32,noise_var=auto", "jacap_nb", "jacap", {"halo": 32, "noise_var": "auto"}),
     ("jacap:preset=paper", "jacap_nb", "jacap", {"preset": "paper"}),
     ("knorm:head_reduce=layer,window=4", "jacap_nb", "knorm", {"head_reduce": "layer", "window": 4}),
     ("expected_attention:stats_window=none", "jacap_nb", "expected_attention", {"stats_window": None}),
@@ -175,7 +175,7 @@ def test_parse_method(spec, backend, name, options):
 
 @pytest.mark.parametrize("spec,match", [("", "non-empty string"), (None, "non-empty string"), ("h2o", "unknown method 'h2o'"),
                                         ("jacap:tau", "key=value pairs"), ("kvpress:", "kvpress:<Press>"),
-                                        ("jacap:tua=5", "did you mean 'tau'"), ("capkv:tau=0", "tau must be"),
+                                        ("jacap:hallo=5", "did you mean 'halo'"), ("capkv:tau=0", "tau must be"),
                                         ("jacap:max_cache_tokens=3", "cannot hold the 4 protected tokens")])
 def test_parse_method_errors(spec, match):
     with pytest.raises(ValueError, match=match): parse_method(spec)

@@ -20,6 +20,7 @@ from tinytools import count_attention_calls, rand_ids, physical
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
 NAMES = list(SCORERS)
+ONE_PASS = [n for n in NAMES if not SCORERS[n].replay]   # a replay scorer compresses one prompt, once: its own tests below
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +125,7 @@ def test_replay_refuses_a_prefill_of_another_model(models):
         compress_layers(make_press("knorm", 0.5), models["llama"], pre)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ONE_PASS)
 def test_one_press_serves_two_runs(name, models):
     "A press is configuration only: applying it twice gives the same kept sets, and the press object is unchanged."
     m = models["llama"]
@@ -142,7 +143,7 @@ def test_one_press_serves_two_runs(name, models):
 
 # --- budgets, high-water mark, records --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ONE_PASS)
 def test_prefill_budget_and_high_water_mark(name, models):
     """Prefill keeps exactly int(n (1 - c)); while decoding no layer ever holds more than max_cache_tokens, and evictions
     come every `interval` tokens (Algorithm 2), not at every token."""
@@ -189,7 +190,7 @@ def _until_eos(row, eos=2) -> list:
     return out[:out.index(eos) + 1] if eos in out else out
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ONE_PASS)
 def test_left_padded_batch_equals_each_row_alone(name, models):
     "Prefill and decoding-time eviction on a left-padded batch: each row generates what it generates alone."
     m = models["llama"]
@@ -257,7 +258,7 @@ def test_snapkv_decoding_budget_below_its_window(models, monkeypatch):
     assert len(shapes) > len(m.model.layers) and all(nq <= nk for nq, nk in shapes), shapes   # prefill + decode scorings
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", ONE_PASS)
 def test_padding_is_never_kept_before_real_tokens(name, models):
     m = models["llama"]
     ids = rand_ids(40, seed=9, b=2)
@@ -380,7 +381,7 @@ def test_replay_refuses_sliding_window_models(case):
     model = tiny_model("mistral", sliding_window=16) if case == "mistral-sliding" else \
         tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)
     with pytest.raises(ValueError, match="sliding-window"):
-        compress_layers(make_press("jacap", 0.5, queries="replay"), model, capture_prefill(model, rand_ids(40)))
+        compress_layers(make_press("jacap_replay", 0.5), model, capture_prefill(model, rand_ids(40)))
 
 
 def test_press_needs_a_2d_mask(models):
@@ -582,7 +583,7 @@ def test_layer_budget_counts_are_what_the_cache_holds():
     "layer_counts(press, n) is what each layer keeps: with protected spans, through a replay press, hooked or replayed."
     m, ids = tiny_model("llama"), rand_ids(60)
     for press in (make_press("jacap", 0.5, budget=_LB, protect=[(10, 30)]),
-                  make_press("jacap", 0.5, budget=_LB, queries="replay", score="attention", prior_weight=0),
+                  make_press("jacap_replay", 0.5, budget=_LB, score="attention", prior_weight=0),
                   make_press("knorm", 0.75, budget=_LB, head_reduce="layer")):
         replayed = compress_layers(press, m, capture_prefill(m, ids))[0]
         hooked = DynamicCache()
@@ -632,7 +633,7 @@ def _hook_count(m) -> int:
     return sum(len(x._forward_hooks) + len(x._forward_pre_hooks) for x in m.modules())
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "random"])   # random draws one tensor for the batch
+@pytest.mark.parametrize("name", [n for n in ONE_PASS if n != "random"])   # random draws one tensor for the batch
 def test_press_on_a_batch_of_three(name, models):
     "Three rows compress like three prompts of their own (same length, no padding)."
     m = models["llama"]
@@ -710,9 +711,9 @@ def test_hybrid_model_compresses_its_full_layers_only(name, attn, budget):
 def test_hybrid_model_refuses_a_replay_press():
     m = tiny_model("gemma3")
     with pytest.raises(ValueError, match=r"sliding-window layers \[0\] cannot drop the re-read tokens"):
-        with make_press("jacap", 0.5, queries="replay")(m): pass
+        with make_press("jacap_replay", 0.5)(m): pass
     with pytest.raises(ValueError, match="sliding-window layers"):
-        compress_layers(make_press("jacap", 0.5, queries="replay"), m, capture_prefill(m, rand_ids(20)))
+        compress_layers(make_press("jacap_replay", 0.5), m, capture_prefill(m, rand_ids(20)))
     assert _no_hooks(m)
 
 

@@ -40,7 +40,7 @@ def test_demo_cells_are_generate_answers(fmt, capsys):
     (dict(prompts=21), ValueError, "prompts must be an int in"), (dict(ratios=()), ValueError, "ratios must be a non-empty list"),
     (dict(ratios=(True,)), ValueError, r"ratios must be numbers in \(0, 1\)"), (dict(methods=()), ValueError, "methods must be a non-empty"),
     (dict(fmt="glued"), ValueError, "fmt must be one of blank, kvpress"), (dict(n_sink=-1), ValueError, "n_sink must be an int >= 0"),
-    (dict(tau="5"), TypeError, "tau must be a number"), (dict(max_cache_tokens=3), ValueError, "cannot hold the 4 protected tokens")])
+    (dict(halo="5"), TypeError, "halo must be an int"), (dict(max_cache_tokens=3), ValueError, "cannot hold the 4 protected tokens")])
 def test_demo_options_checked_before_the_model(kw, exc, match):
     with pytest.raises(exc, match=match):
         demo(model=NoModel(), tokenizer=CharTokenizer(), verbose=False, **kw)

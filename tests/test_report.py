@@ -120,7 +120,7 @@ def test_compact_results_round_trip(fields, tmp_path):
                  prediction=fields["prediction"], answer=fields["answer"], needle_kept=None if i == 0 else 0.123456789,
                  kept_tokens=256.0, context_tokens=1031, cache_bytes=3 * 2**20, compress_seconds=0.0123456, prefill_seconds=1.5,
                  needle_kept_per_layer=[0.5, 1.0], meta=dict(length=1024, depth=0.25 * i, filler="pydoc", context_id=f"c{i // 2}"))
-            for i, (m, r, f) in enumerate([("full", 0.0, "blank"), ("jacap:tau=5", 0.75, "kvpress"), ("kvpress:TOVA", 0.5, "blank")])]
+            for i, (m, r, f) in enumerate([("full", 0.0, "blank"), ("jacap:halo=32", 0.75, "kvpress"), ("kvpress:TOVA", 0.5, "blank")])]
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "run" / "config.json").write_text('{"protocol": "x"}')
