@@ -178,9 +178,10 @@ def test_docs_build_runs_only_imports_exports_and_show_docs():
 
 @pytest.mark.parametrize('name', _module_notebooks())
 def test_every_public_name_has_an_api_entry(name):
-    """Every name in a generated module's __all__ has an entry on its notebook's page: a visible `show_doc(name)` cell
-    whose rendered markdown has the `### name` heading (classes: `show_doc(Class)`). A constant (a name bound by
-    assignment, whose show_doc would print `dict instance: ...`) may instead have a markdown cell headed `### NAME`."""
+    """Every name in a generated module's __all__ has an entry on its notebook's rendered page, headed `### name`: the
+    one nbdev adds after the visible export cell that defines a function or class, or a visible `show_doc(name)` cell
+    (methods, names defined in hidden cells, an entry placed elsewhere). A constant (a name bound by assignment, whose
+    show_doc would print `dict instance: ...`) has a markdown cell headed `### NAME` instead."""
     report = []
     for py, nbp in generated_modules():
         if nbp.name != name: continue
@@ -201,6 +202,9 @@ def test_every_public_name_has_an_api_entry(name):
             else:
                 documented |= {sym, head}
                 if sym.split('.')[0] not in defs: documented.add(sym.split('.')[-1])   # show_doc(presses.Jacap)
+        for call, md in rendered_entries(name).items():                # the entries nbdev adds after export cells
+            m, head = _showdoc_re.fullmatch(call), entry_name(md)
+            if m and head and _names_match(_unwrapped(m.group(1)), head): documented |= {_unwrapped(m.group(1)), head}
         covered = {s for s, _ in broken} | {s.split('.')[-1] for s, _ in broken}
         md_heads = {m.group(1).strip('`') for c in nb['cells'] if c['cell_type'] == 'markdown'
                     for m in _heading_re.finditer(src(c))}
@@ -213,8 +217,9 @@ def test_every_public_name_has_an_api_entry(name):
         if missing_fn or missing_const or broken:
             lines = [f'{where}: {len(missing_fn) + len(missing_const)} of {len(names)} public names have no API entry'
                      + (f', {len(broken)} entries are broken' if broken else '')]
-            if missing_fn: lines.append('  add a code cell `show_doc(NAME)` below the definition (no need to run it: '
-                                        'the docs build renders it), for: ' + ', '.join(missing_fn))
+            if missing_fn: lines.append('  define it in a visible export cell (nbdev adds its entry there), or add a code '
+                                        'cell `show_doc(NAME)` below it (not run: the docs build renders it), for: '
+                                        + ', '.join(missing_fn))
             if missing_const: lines.append('  constants: add a markdown cell "### `NAME`" + what it holds below the '
                                            'definition, or make the name private (_NAME) so it leaves __all__, for: '
                                            + ', '.join(missing_const))
