@@ -4,6 +4,7 @@
 # (../tasks_seed0). One captured prefill per context, every press replayed on it.
 # Usage (kvpress environment): bash nbs/results/tasks_heldout/run.sh MODEL TASK FORMAT OUT [bench options]
 #   e.g. bash nbs/results/tasks_heldout/run.sh qwen2.5-coder-0.5b multikey blank build/heldout/qwen_multikey_blank --n 40
+#   (a later `--answer-prefix` overrides the `--no-answer-prefix` below: qwen_code_blank_prefix)
 set -euo pipefail
 model=$1; task=$2; fmt=$3; out=$4; shift 4
 jacap-nb bench "$task" --model "$model" --methods full jacap capkv kvpress:LeverageScore kvpress:Compactor \
