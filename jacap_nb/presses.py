@@ -462,6 +462,8 @@ def make_press(name:str,                    # scorer name: a key of SCORERS ("ja
     cls = SCORERS[PRESETS[(name, preset)] if preset else JACAP_QUERIES[queries] if queries else name]
     scorer_opts = [f.name for f in fields(cls)]
     valid = list(PRESS_OPTIONS) + scorer_opts + list(WRAPPER_OPTIONS)
+    if not (preset or queries):                                       # what picks the scorer, for a misspelling of it
+        valid += [k for k, has in (("preset", any(n == name for n, _ in PRESETS)), ("queries", name == "jacap")) if has]
     for k in options:
         if k not in valid:
             close = difflib.get_close_matches(k, valid, n=1)
