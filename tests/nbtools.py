@@ -139,7 +139,8 @@ def add_colab_file(path) -> bool:
     return True
 
 def render(path, out_dir) -> pathlib.Path:
-    "Notebook `path` processed as the docs build processes it (nbdev's `FilterDefaults`: `exec_show_docs` runs the export\n    and import cells and renders every `show_doc` cell), written to `out_dir`; returns the written path."
+    """Notebook `path` processed as the docs build processes it (nbdev's `FilterDefaults`: `exec_show_docs` runs the export
+    and import cells and renders every `show_doc` cell), written to `out_dir`; returns the written path."""
     from execnb.nbio import read_nb, write_nb
     from nbdev.processors import FilterDefaults
     nb = read_nb(path)

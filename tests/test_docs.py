@@ -5,7 +5,7 @@ runs the export cells, the import-only cells and the `show_doc` cells, nothing e
 link always match the code exported at that commit. The API tests render the notebooks the same way
 (`tests/nbtools.py render`, in a subprocess) and check what the site would show; the other tests read nbs/*.ipynb
 (JSON), jacap_nb/*.py (ast), README.md, settings.ini and nbs/sidebar.yml, and say in each failure what to change."""
-import ast, base64, difflib, functools, importlib.util, json, os, pathlib, re, shutil, struct, subprocess, sys, tempfile
+import ast, atexit, base64, difflib, functools, importlib.util, json, os, pathlib, re, shutil, struct, subprocess, sys, tempfile
 import pytest
 import nbtools
 from nbtools import ROOT, DOCS_URL, GIT_URL, BRANCH, COLAB_EXCEPTIONS, src
@@ -118,6 +118,7 @@ def renderable(name:str) -> bool: return name not in RENDER_NEEDS or importlib.u
 def rendered_dir() -> pathlib.Path:
     "Every notebook this environment can render, processed as the docs build does (`tests/nbtools.py render`)."
     out = pathlib.Path(tempfile.mkdtemp(prefix='jacap_nb_rendered_'))
+    atexit.register(shutil.rmtree, out, True)
     names = [n for n in notebooks() if renderable(n)]
     r = subprocess.run([sys.executable, str(ROOT/'tests'/'nbtools.py'), 'render', str(out), *(str(NBS/n) for n in names)],
                        cwd=ROOT, capture_output=True, text=True, env={**os.environ, 'MPLBACKEND': 'Agg'})
