@@ -412,15 +412,15 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
 def bench_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="jacap-nb bench", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Run an evaluation task over methods x compression ratios x prompt formats on SmolLM2 "
-                    "(one prefill per context, replayed for every method; rows.jsonl is resumed when it exists).",
+        description="Run an evaluation task over methods x compression ratios x prompt formats on one model "
+                    "(--model; one prefill per context, replayed for every method; rows.jsonl is resumed when it exists).",
         epilog="example: jacap-nb bench passkey --methods full jacap snapkv --ratios 0.75 0.9 --formats blank kvpress "
                "--filler britannica pydoc --lengths 1024 --out runs/passkey   (kvpress methods, e.g. kvpress:TOVA, "
                "need the kvpress environment: pip install \"jacap_nb[kvpress]\")")
     p.add_argument("task", choices=list(TASKS), help="what to measure")
     p.add_argument("--methods", nargs="+", required=True, help="full, a scorer name with options (jacap:halo=32, jacap:budget=calibrated), or kvpress:<Press>")
     p.add_argument("--ratios", nargs="+", type=float, default=[0.5, 0.75, 0.9], help="compression ratios")
-    p.add_argument("--formats", nargs="+", default=["blank"], choices=list(PROMPT_FORMATS), help="prompt formats (qa tasks)")
+    p.add_argument("--formats", nargs="+", default=["blank"], choices=list(PROMPT_FORMATS), help="prompt formats: blank (a blank line before the question) and kvpress (glued, as kvpress's pipeline)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--lengths", nargs="+", type=int, help="context lengths in tokens (task default if omitted)")
     p.add_argument("--depths", nargs="+", type=float, help="needle depths in [0, 1] (passkey)")
