@@ -28,7 +28,7 @@ from .budgets import measured_layer_budget
 from .methods import CALIBRATED, MethodSpec, parse_method, calibration_texts
 
 from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode, calibrate_layer_budget
-from .models import cache_kwarg, empty_cache, sliding_window_layers
+from .models import CHUNKED_MODELS, cache_kwarg, empty_cache, sliding_window_layers
 from .report import write_summary, load_rows, markdown_table
 
 # %% ../nbs/12_bench.ipynb #e7f83e23
@@ -441,7 +441,7 @@ def bench_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="run only the first LIMIT examples")
     p.add_argument("--save-kept", action="store_true", help="save kept positions under OUT/kept/")
     p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    p.add_argument("--model", default="smollm2", help="smollm2, qwen2.5-coder-0.5b, gemma3-270m (jacap_nb.models.load_model) or a local folder")
+    p.add_argument("--model", default="smollm2", help=f"smollm2, {', '.join(CHUNKED_MODELS)} (jacap_nb.models.load_model) or a local folder")
     return p
 
 _TASK_OPTS = ("lengths", "depths", "n", "seed", "filler", "source", "n_keys", "n_facts", "prefix_tokens", "continuation_tokens",

@@ -10,7 +10,7 @@ import argparse, importlib, sys
 
 # %% ../nbs/18_cli.ipynb #74ec1df2
 COMMANDS = {
-    'demo':  ('jacap_nb.demo',  'demo_cli',  'SmolLM2 answers passkey prompts with the full cache, Jacap and a baseline'),
+    'demo':  ('jacap_nb.demo',  'demo_cli',  'a model answers passkey prompts with the full cache, Jacap and a baseline'),
     'bench': ('jacap_nb.bench', 'bench_cli', 'run an evaluation task over methods x compression ratios x prompt formats'),
     'speed': ('jacap_nb.speed', 'speed_cli', 'compression cost as a share of the prefill, per press, at several lengths'),
     'gpu-check': ('jacap_nb.gpu_check', 'gpu_check_cli', 'every GPU check in one run, PASS/MISS against its target (--dry-run: on the CPU)'),

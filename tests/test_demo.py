@@ -35,6 +35,18 @@ def test_demo_cells_are_generate_answers(fmt, capsys):
     assert len(re.findall("[✓✗] ['\"]", out)) == len(exs) * len(cols)              # one marked, whole answer per cell
 
 
+def test_demo_says_which_layers_a_hybrid_model_compresses(capsys):
+    "On a model with sliding-window layers the table says the ratio applies to the others; on a plain one it says nothing."
+    from jacap_nb.models import sliding_window_layers
+    for kind in ("gemma3", "llama"):
+        model = tiny_model(kind)
+        demo(prompts=1, tokens=128, ratios=(0.5,), methods=("knorm",), filler="repetitive", model=model,
+             tokenizer=CharTokenizer(), verbose=True)
+        out, w = capsys.readouterr().out, len(sliding_window_layers(model))
+        n = model.config.get_text_config().num_hidden_layers
+        assert (f"{w} of {n} layers attend through a sliding window" in out) == (kind == "gemma3") and (w > 0) == (kind == "gemma3")
+
+
 @pytest.mark.parametrize("kw,exc,match", [
     (dict(tokens=5), ValueError, r"tokens must be an int in \[128, 8192\]"), (dict(tokens=True), ValueError, "tokens must be"),
     (dict(prompts=21), ValueError, "prompts must be an int in"), (dict(ratios=()), ValueError, "ratios must be a non-empty list"),
