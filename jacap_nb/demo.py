@@ -120,8 +120,8 @@ def _print_demo(exs, cols, cells, costs, load_s, total_s, fmt, filler, model):
           + (f";\n         {MEASURED} = Jacap with each layer's share of the budget measured once for the model: the same memory"
              if any(m == MEASURED for m, _ in cols) else "") + ").")
     print("rows:    ✓/✗ = the first number of the whole answer (shown) equals the pass key; tokens kept = per layer and KV head;")
-    print(f"         eviction % = scoring + selection + gather over all {model.config.num_hidden_layers} layers, as a share of the prefill it shrinks.")
     windowed, n_layers = sliding_window_layers(model), model.config.get_text_config().num_hidden_layers
+    print(f"         eviction % = scoring + selection + gather over all {n_layers} layers, as a share of the prefill it shrinks.")
     if windowed: print(f"hybrid:  {len(windowed)} of {n_layers} layers attend through a sliding window and keep it; the ratio applies to the "
                        f"other {n_layers - len(windowed)}, and tokens kept is the mean over all layers.")
     print(f"total {total_s:.0f} s. One run of a few prompts is an illustration; 16_results has the measured rates.")
