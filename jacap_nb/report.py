@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['ROW_FIELDS', 'META_FIELDS', 'METHOD_COLORS', 'summarize', 'write_summary', 'load_rows', 'compact_results',
-           'load_runs', 'markdown_table', 'side_by_side', 'sign_test', 'paired_comparison', 'method_color', 'plot_niah',
-           'plot_accuracy_vs_ratio', 'plot_pareto', 'kept_overlap', 'layer_retention']
+__all__ = ['ROW_FIELDS', 'META_FIELDS', 'MULTI_PASS', 'METHOD_COLORS', 'summarize', 'write_summary', 'load_rows',
+           'compact_results', 'load_runs', 'markdown_table', 'side_by_side', 'sign_test', 'paired_comparison',
+           'scoreboard', 'method_color', 'plot_niah', 'plot_accuracy_vs_ratio', 'plot_pareto', 'kept_overlap',
+           'layer_retention']
 
 # %% ../nbs/13_report.ipynb #fa8f96f4
 from .tasks import wilson_interval
@@ -125,6 +126,7 @@ def _fmt(v, col):
     if v is None or v == "": return ""
     if col in ("ci_low", "ci_high", "accuracy", "similarity", "needle_kept", "top1"): return f"{v:.2f}"
     if col == "prefills": return f"{v:.3f}"
+    if col == "p" and v < 1e-4: return "< 0.0001"                 # paired_comparison rounds p to 4 decimals
     if isinstance(v, float): return f"{v:.3g}"
     return str(v)
 
@@ -180,6 +182,35 @@ def paired_comparison(rows:list,            # rows holding both methods
         out.append(dict(zip(by, g), a=a, b=b, n=len(pairs), a_correct=sum(x for x, _ in pairs),
                         b_correct=sum(y for _, y in pairs), wins=w, losses=l, p=round(sign_test(w, l), 4)))
     return out
+
+# %% ../nbs/13_report.ipynb #sb000002
+MULTI_PASS = ("kvpress:KVzip",)   # presses that re-read the context (several passes): not among a one-pass default's rivals
+
+def scoreboard(rows:list,                # rows of one task: the default, its rivals, the full cache; any formats and ratios
+               default:str="jacap",     # the method judged
+               rivals:list|None=None,   # the methods it must match (default: every kvpress press but `MULTI_PASS`)
+               also:tuple=("capkv",),   # methods shown beside, not counted as rivals
+              ) -> list:                # per (format, ratio): n, full, default, rival (the best), rival_correct, margin, p, *also
+    "Per (format, ratio): the default against its strongest rival on the same questions; margin = default - rival."
+    summ = summarize(rows)
+    cell = {(s["method"], s["format"], s["ratio"]): s for s in summ}
+    names = list(dict.fromkeys(s["method"] for s in summ))
+    rivals = [m for m in names if m.startswith("kvpress:") and m not in MULTI_PASS] if rivals is None else list(rivals)
+    uids = lambda m, f, r: {x["uid"] for x in rows if x["method"] == m and x.get("format", "blank") == f and x["ratio"] == r}
+    out = []
+    for s in summ:
+        if s["method"] != default: continue
+        f, r, mine = s["format"], s["ratio"], uids(default, s["format"], s["ratio"])
+        same = [cell[(m, f, r)] for m in rivals if (m, f, r) in cell and uids(m, f, r) == mine]
+        if not same: continue
+        best = max(same, key=lambda c: c["correct"])
+        pc = [c for c in paired_comparison(rows, default, best["method"]) if c["format"] == f and c["ratio"] == r][0]
+        full = cell.get(("full", f, 0.0))
+        out.append(dict(format=f, ratio=r, n=s["n"], full=None if full is None else full["correct"], default=s["correct"],
+                        rival=best["method"], rival_correct=best["correct"], margin=s["correct"] - best["correct"],
+                        p=pc["p"], rivals=len(same),
+                        **{m: cell[(m, f, r)]["correct"] for m in also if (m, f, r) in cell}))
+    return sorted(out, key=lambda d: (d["format"], d["ratio"]))
 
 # %% ../nbs/13_report.ipynb #b3388040
 METHOD_COLORS = {"full": "#000000", "jacap": "#d62728", "jacap:preset=paper": "#ff9896", "jacap:queries=replay": "#8c1d1d",
