@@ -3,7 +3,7 @@
 # ExpectedAttention) and the paper's Algorithm 1 (jacap:preset=paper), added to the committed sets of ../tasks_heldout.
 # Each committed folder is copied to OUT and the bench adds only the new methods' rows (it resumes rows.jsonl; the old
 # rows stay as they were: same examples, same prefills). Nothing is chosen here.
-# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh qwen-multikey|gemma3|qwen-code|qwen-code-adakv OUT
+# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh qwen-multikey|qwen-multikey-prefix|gemma3|qwen-code|qwen-code-adakv OUT
 set -euo pipefail
 which=$1; out=$2
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +21,14 @@ case $which in
       # the kvpress format ran without it (CPU time).
       [ $f = kvpress ] && methods=(kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff kvpress:ExpectedAttention jacap:preset=paper)
       jacap-nb bench multikey --model qwen2.5-coder-0.5b --methods "${methods[@]}" "${r[@]}" --formats $f --no-answer-prefix --seed 1 --lengths 1024 --n 40 --out "$out/qwen_multikey_$f"
+    done ;;
+  qwen-multikey-prefix)
+    # The multi-key set with its answer prefix (a later session): CapPress is our capkv (above), the paper's preset
+    # left out for CPU time.
+    for f in blank kvpress; do
+      copy tasks_heldout/qwen_multikey_${f}_prefix qwen_multikey_${f}_prefix
+      jacap-nb bench multikey --model qwen2.5-coder-0.5b --methods kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff kvpress:ExpectedAttention \
+        "${r[@]}" --formats $f --answer-prefix --seed 1 --lengths 1024 --n 40 --max-new-tokens 16 --out "$out/qwen_multikey_${f}_prefix"
     done ;;
   gemma3)
     copy tasks_heldout/gemma3_passkey/seed1 gemma3_passkey_seed1
