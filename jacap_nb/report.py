@@ -196,12 +196,13 @@ def scoreboard(rows:list,                # rows of one task: the default, its ri
     cell = {(s["method"], s["format"], s["ratio"]): s for s in summ}
     names = list(dict.fromkeys(s["method"] for s in summ))
     rivals = [m for m in names if m.startswith("kvpress:") and m not in MULTI_PASS] if rivals is None else list(rivals)
-    uids = lambda m, f, r: {x["uid"] for x in rows if x["method"] == m and x.get("format", "blank") == f and x["ratio"] == r}
+    asked = {}                                                  # (method, format, ratio) -> the questions it answered
+    for x in rows: asked.setdefault((x["method"], x.get("format", "blank"), x["ratio"]), set()).add(x["uid"])
     out = []
     for s in summ:
         if s["method"] != default: continue
-        f, r, mine = s["format"], s["ratio"], uids(default, s["format"], s["ratio"])
-        same = [cell[(m, f, r)] for m in rivals if (m, f, r) in cell and uids(m, f, r) == mine]
+        f, r = s["format"], s["ratio"]
+        same = [cell[(m, f, r)] for m in rivals if asked.get((m, f, r)) == asked[(default, f, r)]]
         if not same: continue
         best = max(same, key=lambda c: c["correct"])
         pc = [c for c in paired_comparison(rows, default, best["method"]) if c["format"] == f and c["ratio"] == r][0]
