@@ -37,7 +37,6 @@ class ReplayAttentionProbe:
     budget: str = "uniform"
     decoding: None = None
     replay: bool = True
-    discards_cache: bool = True                # its cache is thrown away: windows that hold re-read tokens do no harm
     stats: StatsConfig = field(default_factory=lambda: StatsConfig(recent=64, moments=False))
 
     def __call__(self, model:nn.Module): return apply_press(self, model)

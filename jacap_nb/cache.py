@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_cache.ipynb #17a78f81
 from __future__ import annotations
-import math, time, warnings, weakref
+import copy, math, time, warnings, weakref
 from contextlib import ExitStack, contextmanager
 from functools import lru_cache
 import torch
@@ -342,17 +342,20 @@ def _replay_step(run:PressRun, view:LayerView, layer:CompressedLayer):
 
 @torch.no_grad()
 def _finish_replay(run:PressRun, model:nn.Module, cache):
-    "After a deferred press's prefill: replay the context, crop the cache back, evict every layer."
+    "After a deferred press's prefill: replay the context, crop the cache back, restore the sliding windows, evict every layer."
     ids = run._prompt_ids
     if ids.shape[0] != 1: raise ValueError("a replay press compresses one prompt at a time (batch size 1)")
     n = ids.shape[1]
     skip = min(run.plan.n_sink, n - 1)
     rep = torch.cat([torch.tensor([run.replay_prefix], dtype=ids.dtype, device=ids.device).reshape(1, -1), ids[:, skip:]], 1)
     run._replay, run._replaying, mask = {"n": n, "att": {}}, True, run.attention_mask
+    windows = {i: copy.deepcopy(cache.layers[i]) for i in run.window_layers}   # bounded: a window's worth of slots each
     try:
         getattr(model, "model", model)(input_ids=rep, position_ids=torch.arange(n, n + rep.shape[1], device=ids.device)[None],
                                        **{cache_kwarg(model): cache})
-    finally: run._replaying = False
+    finally:
+        run._replaying = False
+        for i, layer in windows.items(): cache.layers[i] = layer                # the re-read tokens leave the windows too
     run.attention_mask = mask
     for ad in run.adapters:
         layer = cache.layers[ad.layer_idx]
@@ -414,19 +417,11 @@ def _evict_heads(run:PressRun):
 # %% ../nbs/06_cache.ipynb #b4064332
 _ACTIVE_RUNS = weakref.WeakKeyDictionary()   # model -> the run of the press active on it
 
-def _refuse_replay_with_windows(press, model:nn.Module):
-    sw = sliding_window_layers(model)
-    plan = PressPlan.of(press)
-    if sw and plan.replay and not plan.discards_cache: raise ValueError(
-        f"a replay press re-reads the prompt through every layer, and the sliding-window layers {sw} cannot drop the "
-        "re-read tokens again (their window has moved on); use a one-pass press on this model")
-
 @contextmanager
 def apply_press(press,            # an object with the press protocol (e.g. a `jacap_nb.presses.EvictionPress`)
                 model:nn.Module,  # a supported causal LM (Llama, Mistral, Qwen2, Qwen3)
                ):
     "Context manager behind `with press(model) as run:` -- hooks `press` into `model` and yields its `PressRun`."
-    _refuse_replay_with_windows(press, model)
     active = active_run(model)
     if active is not None: raise ValueError(
         f"another press ({type(active.press).__name__}) is already active on this model; nested presses would evict "
@@ -461,7 +456,6 @@ def compress_layers(press,              # the press to apply
                    ) -> tuple:          # (DynamicCache of the kept tokens, the `PressRun`)
     "Prefill compression of a captured prefill, equal to a prefill with `press` hooked in."
     press = press.resolve(model)                                       # budget='auto': the model's measured budget
-    _refuse_replay_with_windows(press, model)
     if PressPlan.of(press).replay: return _compress_replay(press, model, prefill)
     run = PressRun(press, model)
     if len(prefill.layers) != len(run.adapters): raise ValueError(

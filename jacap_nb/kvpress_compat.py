@@ -141,10 +141,17 @@ def kvpress_generate(pipe,                  # pipeline("kv-press-text-generation
                     ) -> list:              # answers, one per question
     "Answers from kvpress's own pipeline, one compression per question (its presses are query-agnostic: same cache)."
     out = []
-    for q in questions:
-        out.append(pipe(context + separator, question=q, answer_prefix=answer_prefix, press=press,
-                        max_new_tokens=max_new_tokens)["answer"])
+    try:
+        for q in questions:
+            out.append(pipe(context + separator, question=q, answer_prefix=answer_prefix, press=press,
+                            max_new_tokens=max_new_tokens)["answer"])
+    finally: _clear_kvpress_masks(pipe.model)
     return out
+
+def _clear_kvpress_masks(model:nn.Module):
+    "Drop the evicted (head, slot) indices kvpress's head-wise presses (KVzip, AdaKV ...) leave on the attention modules."
+    for mod in model.modules():
+        if getattr(mod, "masked_key_indices", None) is not None: mod.masked_key_indices = None
 
 # %% ../nbs/09_kvpress_compat.ipynb #5e1a0c02
 _RULER_MAX_NEW_TOKENS = {"passkey": 16, "multikey": 16, "multiquestion": 16}   # answer lengths, in tokens, by our task

@@ -184,7 +184,6 @@ class PressPlan:
     n_sink: int = 4                  # first real tokens always kept; the re-reading pass starts after them
     n_protected: int|None = None     # slots `protected` keeps per row (None: unknown)
     layer_floor: float = 0.0         # under a LayerBudget: each layer's least share of the uniform count
-    discards_cache: bool = False     # the run's cache is thrown away (a probe)
 
     @classmethod
     def of(cls, press) -> "PressPlan":

@@ -375,13 +375,18 @@ def test_unsupported_models_are_refused(case, match):
     assert active_run(model) is None
 
 
-@pytest.mark.parametrize("case", ["mistral-sliding", "qwen2-one-sliding-layer"])
-def test_replay_refuses_sliding_window_models(case):
-    "All layers windows: nothing to compress (refused when captured); one window: a replay press is refused."
-    model = tiny_model("mistral", sliding_window=16) if case == "mistral-sliding" else \
-        tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)
+def test_replay_on_sliding_window_models():
+    "All layers windows: nothing to compress (refused); one window layer: a replay press leaves it as the prefill did."
     with pytest.raises(ValueError, match="sliding-window"):
-        compress_layers(make_press("jacap_replay", 0.5), model, capture_prefill(model, rand_ids(40)))
+        m = tiny_model("mistral", sliding_window=16)
+        compress_layers(make_press("jacap_replay", 0.5), m, capture_prefill(m, rand_ids(40)))
+    m = tiny_model("qwen2", use_sliding_window=True, sliding_window=8, max_window_layers=1)
+    ids, full = rand_ids(40), DynamicCache(config=m.config)
+    with torch.no_grad(): m(input_ids=ids, **{cache_kwarg(m): full})
+    cache, run = compress_layers(make_press("jacap_replay", 0.5), m, capture_prefill(m, ids))
+    assert run.window_layers == [1] and physical(cache) == [20, 7]
+    torch.testing.assert_close(cache.layers[1].keys, full.layers[1].keys)
+    assert cache.layers[1].get_seq_length() == full.layers[1].get_seq_length() == 40
 
 
 def test_press_needs_a_2d_mask(models):
@@ -672,11 +677,12 @@ def test_press_leaves_the_model_as_it_was(name, budget):
 
 # --- hybrid attention: a press compresses the full-attention layers, the sliding windows stay as they are ---------------
 
-@pytest.mark.parametrize("name", ["jacap", "knorm", "snapkv"])
+@pytest.mark.parametrize("name", ["jacap", "knorm", "snapkv", "jacap_replay"])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("budget", ["uniform", "measured"])
 def test_hybrid_model_compresses_its_full_layers_only(name, attn, budget):
-    "Gemma 3 (layer 0: a window of 8, layer 1: full): the window is untouched, and eviction == masking on the full layer."
+    """Gemma 3 (layer 0: a window of 8, layer 1: full): the window is untouched, and eviction == masking on the full layer.
+    A replay press re-reads the context through the window too; the window it leaves must be the prefill's."""
     m = tiny_model("gemma3", seed=5); m.set_attn_implementation(attn)
     n, q, kw = 40, 3, cache_kwarg(m)
     b = LayerBudget((0.5, 1.0), ((0.9, 0.6),), "one full layer") if budget == "measured" else "uniform"   # row 0 = layer 1
@@ -705,15 +711,6 @@ def test_hybrid_model_compresses_its_full_layers_only(name, attn, budget):
     pre = capture_prefill(m, ids)                                                            # hooked == replayed
     replayed, run2 = compress_layers(make_press(name, 0.5, budget=b), m, pre)
     assert torch.equal(run2.kept_indices[1], run.kept_indices[1]) and physical(replayed) == [7, 20]
-    assert _no_hooks(m)
-
-
-def test_hybrid_model_refuses_a_replay_press():
-    m = tiny_model("gemma3")
-    with pytest.raises(ValueError, match=r"sliding-window layers \[0\] cannot drop the re-read tokens"):
-        with make_press("jacap_replay", 0.5)(m): pass
-    with pytest.raises(ValueError, match="sliding-window layers"):
-        compress_layers(make_press("jacap_replay", 0.5), m, capture_prefill(m, rand_ids(20)))
     assert _no_hooks(m)
 
 

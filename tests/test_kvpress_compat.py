@@ -234,6 +234,21 @@ def test_needs_pipeline(spec, pipe):
     assert needs_pipeline(parse_method(spec)) is pipe
 
 
+def test_pipeline_press_leaves_no_head_masks(tok, example):
+    """A head-wise kvpress press (AdaKV) run through kvpress_generate leaves nothing that masks a later decode on another
+    cache. (head_dim 128: kvpress's masking needs a half-space holding every question query, which 16 dims may lack.)"""
+    from kvpress import AdaKVPress, KnormPress
+    from jacap_nb.pipeline import greedy_decode
+    model = tiny_model("llama", vocab_size=len(tok), head_dim=128, seed=0)
+    pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tok)
+    ctx_ids, q_ids = encode_prompt(tok, example.context, [example.question], example.answer_prefix, "\n\n")
+    full = capture_prefill(model, ctx_ids)
+    before = greedy_decode(model, tok, full.full_cache(), q_ids[0], full.n_tokens, 6)
+    kvpress_generate(pipe, example.context, [example.question], AdaKVPress(KnormPress(0.75)), example.answer_prefix, 2)
+    assert all(getattr(m, "masked_key_indices", None) is None for m in model.modules())
+    assert greedy_decode(model, tok, full.full_cache(), q_ids[0], full.n_tokens, 6) == before
+
+
 @pytest.mark.parametrize("methods,match", [(["full", "kvpress:H2O"], "kvpress has no press 'H2OPress'"),
                                            (["kvpress:Knorm:windw=3"], "windw")])
 def test_bad_kvpress_methods_fail_before_model_work(methods, match, tmp_path, tok):
