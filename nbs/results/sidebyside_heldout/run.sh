@@ -3,9 +3,11 @@
 # ExpectedAttention) and the paper's Algorithm 1 (jacap:preset=paper), added to the committed sets of ../tasks_heldout.
 # Each committed folder is copied to OUT and the bench adds only the new methods' rows (it resumes rows.jsonl; the old
 # rows stay as they were: same examples, same prefills). Nothing is chosen here.
-# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh qwen-multikey|qwen-multikey-prefix|gemma3|qwen-code|qwen-code-adakv OUT
+# Usage (kvpress environment): bash nbs/results/sidebyside_heldout/run.sh \
+#   qwen-multikey|qwen-multikey-prefix|gemma3|qwen-code|qwen-code-adakv|qwen-needle|qwen-code-prefix OUT [FORMAT]
+# (FORMAT, for qwen-needle: one prompt format per process, blank or kvpress; both by default)
 set -euo pipefail
-which=$1; out=$2
+which=$1; out=$2; formats=(${3:-blank kvpress})
 here=$(cd "$(dirname "$0")/.." && pwd)
 copy() { mkdir -p "$out"; [ -d "$out/$2" ] || cp -r "$here/$1" "$out/$2"; }
 methods=(kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff kvpress:CapPress kvpress:ExpectedAttention jacap:preset=paper)
@@ -45,5 +47,16 @@ case $which in
     copy sidebyside_heldout/qwen_code_blank qwen_code_blank
     jacap-nb bench code --model qwen2.5-coder-0.5b --methods kvpress:AdaKV:press=ExpectedAttention "${r[@]}" --formats blank \
       --no-answer-prefix --seed 1 --n 8 --out "$out/qwen_code_blank" ;;
+  qwen-needle)
+    # The Qwen needle set of ../defaults_heldout ran with key leverage, Compactor and ExpectedAttention only; the
+    # other one-pass presses are added here (a later session), CapPress being our capkv (above).
+    copy defaults_heldout/qwen_needle_s1 qwen_needle_s1
+    jacap-nb bench needle --model qwen2.5-coder-0.5b --methods kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff "${r[@]}" \
+      --formats "${formats[@]}" --seed 1 --n 8 --max-new-tokens 32 --out "$out/qwen_needle_s1" ;;
+  qwen-code-prefix)
+    # The code task with its answer prefix ran with key leverage and Compactor only; the others are added here.
+    copy tasks_heldout/qwen_code_blank_prefix qwen_code_blank_prefix
+    jacap-nb bench code --model qwen2.5-coder-0.5b --methods kvpress:SnapKV kvpress:TOVA kvpress:KeyDiff kvpress:ExpectedAttention \
+      "${r[@]}" --formats blank --answer-prefix --seed 1 --n 8 --out "$out/qwen_code_blank_prefix" ;;
   *) echo "unknown set $which"; exit 2 ;;
 esac
