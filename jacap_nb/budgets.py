@@ -116,10 +116,11 @@ class NoTokenizer(ValueError):
 _MEASURED = weakref.WeakKeyDictionary()    # model -> its LayerBudget, for this process
 
 def budget_path(model:nn.Module) -> Path:
-    "Where the model's measured budget is cached: $JACAP_NB_BUDGETS (default $JACAP_NB_CACHE/budgets)/<model type>-<fingerprint[:16]>.json."
+    "Where the model's measured budget is cached: $JACAP_NB_BUDGETS (default $JACAP_NB_CACHE/budgets)/<model type>-<fingerprint[:16]>-transformers<version>.json."
+    import transformers
     kind = re.sub(r"[^A-Za-z0-9_.-]", "_", str(getattr(getattr(model, "config", None), "model_type", type(model).__name__)))
     root = Path(os.environ["JACAP_NB_BUDGETS"]) if os.environ.get("JACAP_NB_BUDGETS") else cache_root() / "budgets"
-    return root / f"{kind}-{model_fingerprint(model)[:16]}.json"
+    return root / f"{kind}-{model_fingerprint(model)[:16]}-transformers{transformers.__version__}.json"
 
 
 def _tokenizer_of(model:nn.Module):
