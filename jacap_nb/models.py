@@ -44,9 +44,9 @@ def smollm2_cache_dir(dtype=torch.float32) -> Path:
 
 PROBE_TEXT, PROBE_IDS = "Hello world, the pass key is 12345.", [19556, 905, 28, 260, 1301, 1646, 314, 216, 33, 34, 35, 36, 37, 30]
 
-def _tokenizer_ok(tok) -> bool:
-    "The tokenizer encodes a probe sentence as the GGUF's own tokenizer does (a copy saved by another version may not)."
-    return tok(PROBE_TEXT, add_special_tokens=False)["input_ids"] == PROBE_IDS
+def _tokenizer_ok(tok, probe_ids=None) -> bool:
+    "The tokenizer encodes `PROBE_TEXT` as the GGUF's own tokenizer does (default: SmolLM2's `PROBE_IDS`)."
+    return tuple(tok(PROBE_TEXT, add_special_tokens=False)["input_ids"]) == tuple(PROBE_IDS if probe_ids is None else probe_ids)
 
 # %% ../nbs/05_models.ipynb #e6af978e
 def _save_dequantised(model, tokenizer, path:Path, tokenizer_ok=None):
@@ -155,10 +155,10 @@ def chunked_gguf_path(name:str) -> Path:
 def check_gguf_tokenizer(name:str, tok):
     "`tok` if it encodes `PROBE_TEXT` as `CHUNKED_MODELS[name]`'s tokenizer does; else a ValueError before any weight loads."
     import transformers
-    got = tuple(tok(PROBE_TEXT, add_special_tokens=False)["input_ids"])
     want = CHUNKED_MODELS[name].probe_ids
-    if got != want: raise ValueError(
-        f"{name}: transformers {transformers.__version__} builds this GGUF's tokenizer wrongly ({len(got)} tokens for the "
+    if not _tokenizer_ok(tok, want): raise ValueError(
+        f"{name}: transformers {transformers.__version__} builds this GGUF's tokenizer wrongly "
+        f"({len(tok(PROBE_TEXT, add_special_tokens=False)['input_ids'])} tokens for the "
         f"{len(want)}-token probe {PROBE_TEXT!r}); every result with it would be silently wrong. This model needs a "
         "transformers that converts it correctly (5.24 does, 5.2 does not): pip install -U transformers")
     return tok
@@ -178,7 +178,7 @@ def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
         gguf = chunked_gguf_path(name)
         tok = check_gguf_tokenizer(name, AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
-        _save_dequantised(model, tok, copy, tokenizer_ok=lambda t: True)
+        _save_dequantised(model, tok, copy, tokenizer_ok=lambda t: _tokenizer_ok(t, CHUNKED_MODELS[name].probe_ids))
         src = f"GGUF {gguf.name}"
     if verbose: print(f"{name} loaded from {src} in {time.perf_counter() - t0:.1f} s")
     return model.eval(), tok

@@ -189,7 +189,7 @@ MULTI_PASS = ("kvpress:KVzip",)   # presses that re-read the context (several pa
 def scoreboard(rows:list,                # rows of one task: the default, its rivals, the full cache; any formats and ratios
                default:str="jacap",     # the method judged
                rivals:list|None=None,   # the methods it must match (default: every kvpress press but `MULTI_PASS`)
-               also:tuple=("capkv",),   # methods shown beside, not counted as rivals
+               also:tuple=("capkv",),   # methods shown beside (where they answered the same questions), not counted as rivals
               ) -> list:                # per (format, ratio): n, full, default, rival (the best), rival_correct, margin, p, *also
     "Per (format, ratio): the default against its strongest rival on the same questions; margin = default - rival."
     summ = summarize(rows)
@@ -210,7 +210,7 @@ def scoreboard(rows:list,                # rows of one task: the default, its ri
         out.append(dict(format=f, ratio=r, n=s["n"], full=None if full is None else full["correct"], default=s["correct"],
                         rival=best["method"], rival_correct=best["correct"], margin=s["correct"] - best["correct"],
                         p=pc["p"], rivals=len(same),
-                        **{m: cell[(m, f, r)]["correct"] for m in also if (m, f, r) in cell}))
+                        **{m: cell[(m, f, r)]["correct"] for m in also if asked.get((m, f, r)) == asked[(default, f, r)]}))
     return sorted(out, key=lambda d: (d["format"], d["ratio"]))
 
 # %% ../nbs/13_report.ipynb #b3388040
