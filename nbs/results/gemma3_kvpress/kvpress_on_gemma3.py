@@ -5,7 +5,8 @@ import torch, warnings; warnings.simplefilter("ignore")
 torch.set_num_threads(1)
 from jacap_nb.models import load_model, sliding_window_layers
 from jacap_nb.pipeline import prompt_texts
-from jacap_nb.tasks import passkey_examples, token_counter
+from jacap_nb.tasks import passkey_examples
+from jacap_nb.texts import token_counter
 from kvpress import KnormPress, SnapKVPress
 from transformers import pipeline
 m, tok = load_model("gemma3-270m")
