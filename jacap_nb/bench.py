@@ -27,7 +27,7 @@ from .presses import make_press, press_config, PressWrapper
 from .budgets import measured_layer_budget
 from .methods import CALIBRATED, MethodSpec, parse_method, calibration_texts
 
-from .pipeline import PROMPT_FORMATS, encode_prompt, prompt_texts, greedy_decode, calibrate_layer_budget
+from .pipeline import PROMPT_FORMATS, encode_prompt, encode_text, prompt_texts, greedy_decode, calibrate_layer_budget
 from .models import CHUNKED_MODELS, cache_kwarg, empty_cache, sliding_window_layers
 from .report import write_summary, load_rows, markdown_table
 
@@ -278,8 +278,8 @@ def _fidelity_group(task, group, specs, ratios, fmt, model, tokenizer, store, ou
     todo = _todo(store, group, specs, ratios, fmt)
     if not todo: return
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
-    p, c = ex.meta["prefix_tokens"], ex.meta["continuation_tokens"]
-    prefix, cont = torch.tensor([enc(ex.context)[:p]]), torch.tensor([enc(ex.answer)[:c]], device=model.device)
+    p, c = ex.meta["prefix_tokens"], ex.meta["continuation_tokens"]        # a base model's document starts with <bos>
+    prefix, cont = torch.tensor([encode_text(tokenizer, ex.context)[:p]]), torch.tensor([enc(ex.answer)[:c]], device=model.device)
     pre = capture_prefill(model, prefix)
     ref = _teacher_forced_logits(model, pre.full_cache(), cont, pre.n_tokens)[:-1]     # predictions of cont[1:]
     for m, r in todo:
@@ -313,7 +313,7 @@ def _streaming_group(task, group, specs, ratios, fmt, model, tokenizer, store, o
     if not todo: return
     enc = lambda t: tokenizer(t, add_special_tokens=False)["input_ids"]
     p, c = ex.meta["prefix_tokens"], ex.meta["continuation_tokens"]
-    ids = torch.tensor([enc(ex.context)[:p] + enc(ex.answer)[:c]], device=model.device)
+    ids = torch.tensor([encode_text(tokenizer, ex.context)[:p] + enc(ex.answer)[:c]], device=model.device)
     t0 = time.perf_counter()
     with torch.no_grad(): ref = model(input_ids=ids).logits[0, p:-1].float()      # predictions of ids[p+1:]
     full_secs = time.perf_counter() - t0

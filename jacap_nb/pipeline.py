@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 from torch import Tensor, nn
 
 # %% auto #0
-__all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt', 'eos_token_ids', 'greedy_decode',
+__all__ = ['PROMPT_FORMATS', 'SHIPPED_BUDGETS', 'prompt_texts', 'encode_prompt', 'encode_text', 'eos_token_ids', 'greedy_decode',
            'CompressedContext', 'compress_context', 'answer', 'generate', 'calibrate_layer_budget',
            'shipped_layer_budget']
 
@@ -53,6 +53,13 @@ def encode_prompt(tokenizer, context:str,
     enc = lambda t: torch.tensor([tokenizer(t, add_special_tokens=False)["input_ids"]], dtype=torch.long)
     texts = [prompt_texts(tokenizer, context, q, answer_prefix, separator) for q in questions]
     return enc(texts[0][0]), [enc(q) for _, q in texts]
+
+def encode_text(tokenizer, # a Hugging Face tokenizer
+                text:str,  # plain text (a document to continue), not a chat prompt
+               ) -> list:  # its ids
+    "Plain text's ids, started as `prompt_texts` starts a prompt: `<bos>` first where the tokenizer has no chat template."
+    base = not getattr(tokenizer, "chat_template", None) and getattr(tokenizer, "bos_token_id", None) is not None
+    return ([tokenizer.bos_token_id] if base else []) + tokenizer(text, add_special_tokens=False)["input_ids"]
 
 # %% ../nbs/08_pipeline.ipynb #bcda16f9
 def eos_token_ids(model:nn.Module, tokenizer) -> set:
