@@ -28,7 +28,7 @@ if not kvpress_available():
 import kvpress
 from kvpress import ScorerPress
 from .capture import Prefill
-from .cache_layer import rank_protect
+from .cache_layer import rank_protect, CompressedLayer
 from .view import LayerView
 from .models import attention_adapter
 from .presses import Scorer, Jacap
@@ -115,8 +115,12 @@ def _attention_modules(model):
 def kvpress_replay(press,               # a kvpress ScorerPress (or any press with `compress`)
                    model:nn.Module,     # the model the prefill was captured from
                    prefill:Prefill,     # `jacap_nb.capture.capture_prefill`
-                  ) -> tuple:           # (DynamicCache of the kept pairs, kept positions dict layer -> (B, Hkv, k) or None)
-    "kvpress's per-layer `compress` replayed on a captured prefill (what its hook would do during that prefill)."
+                  ) -> tuple:           # (cache of the kept pairs, kept positions dict layer -> (B, Hkv, k) or None)
+    """kvpress's per-layer `compress` replayed on a captured prefill (what its hook would do during that prefill). Each
+    compressed layer is a `CompressedLayer` that knows the prefill's length, as our presses' are: a later forward pass
+    of several tokens then gets the causal mask of a cache that has seen the whole prefill (a plain layer would report
+    its kept count, and on a hybrid model, whose sliding-window layers report the whole length, the new tokens of the
+    full-attention layers would see each other's future)."""
     from kvpress.utils import compute_n_kept
     scored = isinstance(press, ScorerPress) and type(press).compress is ScorerPress.compress   # e.g. PyramidKV overrides it
     replaced, kept, modules = {}, {}, _attention_modules(model)
@@ -131,7 +135,12 @@ def kvpress_replay(press,               # a kvpress ScorerPress (or any press wi
                 k, v, kept[i] = g(lay["keys"]), g(lay["values"]), idx
             else: k, v = press.compress(attn, lay["hidden_states"], lay["keys"], lay["values"], None, kw)
             replaced[i] = (k, v)
-    return prefill.full_cache(replaced), (kept if scored else None)
+    cache = prefill.full_cache(replaced)
+    for i in replaced:
+        lay = cache.layers[i] = CompressedLayer.from_layer(cache.layers[i])
+        lay.logical_length = prefill.n_tokens
+        if scored: lay.positions = kept[i]
+    return cache, (kept if scored else None)
 
 # %% ../nbs/09_kvpress_compat.ipynb #dafb7c0c
 def kvpress_generate(pipe,                  # pipeline("kv-press-text-generation", model=..., tokenizer=...)

@@ -226,6 +226,21 @@ def test_replay_keeps_pyramidkv_budgets():
     assert [l.keys.shape[2] for l in replay.layers] == [l.keys.shape[2] for l in hooked.layers]
 
 
+@pytest.mark.parametrize("arch", ["gemma3", "llama"])
+def test_replayed_cache_masks_new_tokens_causally(arch):
+    "Tokens appended in one forward pass see what they would one by one: on a hybrid model too (Gemma-3), where a plain"
+    "layer's kept count made the full-attention layers' new tokens see each other's future."
+    g = tiny_model(arch)                              # gemma3: layer 0 a sliding window of 8, layer 1 full attention
+    ids = torch.randint(3, 128, (1, 24), generator=torch.Generator().manual_seed(0))
+    pre, new, pos = capture_prefill(g, ids[:, :20]), ids[:, 20:], torch.arange(20, 24)[None]
+    def logits(one_by_one):
+        cache, _ = kvpress_replay(make_kvpress("Knorm", 0.5), g, pre)
+        with torch.no_grad():
+            if not one_by_one: return g(input_ids=new, position_ids=pos, past_key_values=cache).logits[0]
+            return torch.cat([g(input_ids=new[:, j:j + 1], position_ids=pos[:, j:j + 1], past_key_values=cache).logits[0]
+                              for j in range(4)])
+    torch.testing.assert_close(logits(False), logits(True), atol=1e-4, rtol=1e-4)
+
 # --- kvpress methods in the harness -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("spec,pipe", [("kvpress:TOVA", False), ("kvpress:SnapKV:window_size=16", False), ("kvpress:KVzip", True),
