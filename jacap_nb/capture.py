@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 from transformers.cache_utils import DynamicCache
 from .models import model_adapters, sliding_window_layers, cache_kwarg, empty_cache
+from .cache_layer import CompressedLayer
 
 # %% auto #0
 __all__ = ['projection_recorder', 'keep_attention_queries', 'listen_to_queries', 'Prefill', 'cache_from_layers',
@@ -79,17 +80,22 @@ class Prefill:
     @property
     def n_tokens(self) -> int: return self.ids.shape[1]
 
-    def full_cache(self, replaced:dict|None=None, # full-attention layer index -> (keys, values) held instead of the prefill's
+    def full_cache(self, replaced:dict|None=None, # full-attention layer index -> (keys, values[, kept positions (B, Hkv, k)])
                   ) -> DynamicCache:
-        "A `DynamicCache` holding the whole prefill (no compression), each window layer a copy of its own window."
+        """A `DynamicCache` holding the whole prefill, each window layer a copy of its own window; a `replaced` layer holds
+        the given pairs instead, as a `CompressedLayer` that has seen the whole prefill (its causal mask stays right)."""
         full = {l["layer_idx"]: (l["keys"], l["values"]) for l in self.layers}
         full.update(replaced or {})
         cache = DynamicCache()
         for i in range(len(full) + len(self.windows)):
             if i in self.windows: cache.layers.append(copy.deepcopy(self.windows[i])); continue
-            k, v = full[i]
+            k, v, *pos = full[i]
             cache.update(k[..., :0, :], v[..., :0, :], i)        # creates layer i as transformers does (an empty update)...
             cache.layers[i].keys, cache.layers[i].values = k, v  # ... then holds the tensors, without DynamicLayer's concat copy
+            if i in (replaced or {}):                            # fewer pairs than the prefill: its length is the prefill's
+                lay = cache.layers[i] = CompressedLayer.from_layer(cache.layers[i])
+                lay.logical_length = self.n_tokens
+                if pos: lay.positions = pos[0]
         return cache
 
 def cache_from_layers(keys:list, values:list) -> DynamicCache:

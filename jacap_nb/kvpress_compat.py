@@ -28,7 +28,7 @@ if not kvpress_available():
 import kvpress
 from kvpress import ScorerPress
 from .capture import Prefill
-from .cache_layer import rank_protect, CompressedLayer
+from .cache_layer import rank_protect
 from .view import LayerView
 from .models import attention_adapter
 from .presses import Scorer, Jacap
@@ -116,11 +116,7 @@ def kvpress_replay(press,               # a kvpress ScorerPress (or any press wi
                    model:nn.Module,     # the model the prefill was captured from
                    prefill:Prefill,     # `jacap_nb.capture.capture_prefill`
                   ) -> tuple:           # (cache of the kept pairs, kept positions dict layer -> (B, Hkv, k) or None)
-    """kvpress's per-layer `compress` replayed on a captured prefill (what its hook would do during that prefill). Each
-    compressed layer is a `CompressedLayer` that knows the prefill's length, as our presses' are: a later forward pass
-    of several tokens then gets the causal mask of a cache that has seen the whole prefill (a plain layer would report
-    its kept count, and on a hybrid model, whose sliding-window layers report the whole length, the new tokens of the
-    full-attention layers would see each other's future)."""
+    "kvpress's per-layer `compress` replayed on a captured prefill (what its hook would do during that prefill)."
     from kvpress.utils import compute_n_kept
     scored = isinstance(press, ScorerPress) and type(press).compress is ScorerPress.compress   # e.g. PyramidKV overrides it
     replaced, kept, modules = {}, {}, _attention_modules(model)
@@ -132,15 +128,10 @@ def kvpress_replay(press,               # a kvpress ScorerPress (or any press wi
                 s = press.score(attn, lay["hidden_states"], lay["keys"], lay["values"], None, kw)
                 idx = s.topk(compute_n_kept(s.shape[-1], press.compression_ratio), dim=-1).indices.sort(-1).values
                 g = lambda t: t.gather(2, idx[..., None].expand(-1, -1, -1, t.shape[-1])).contiguous()
-                k, v, kept[i] = g(lay["keys"]), g(lay["values"]), idx
-            else: k, v = press.compress(attn, lay["hidden_states"], lay["keys"], lay["values"], None, kw)
-            replaced[i] = (k, v)
-    cache = prefill.full_cache(replaced)
-    for i in replaced:
-        lay = cache.layers[i] = CompressedLayer.from_layer(cache.layers[i])
-        lay.logical_length = prefill.n_tokens
-        if scored: lay.positions = kept[i]
-    return cache, (kept if scored else None)
+                replaced[i] = g(lay["keys"]), g(lay["values"]), idx
+                kept[i] = idx
+            else: replaced[i] = press.compress(attn, lay["hidden_states"], lay["keys"], lay["values"], None, kw)
+    return prefill.full_cache(replaced), (kept if scored else None)
 
 # %% ../nbs/09_kvpress_compat.ipynb #dafb7c0c
 def kvpress_generate(pipe,                  # pipeline("kv-press-text-generation", model=..., tokenizer=...)
