@@ -30,6 +30,11 @@ from .budgets import layer_budget_from_ids
 # %% ../nbs/08_pipeline.ipynb #205e7ed9
 PROMPT_FORMATS = {"blank": "\n\n", "kvpress": ""}   # separator between context and question, by format name
 
+def _has_template(tokenizer) -> bool: return bool(getattr(tokenizer, "chat_template", None))
+def _bos_text(tokenizer) -> str:
+    "What starts a base model's text (no chat template): its `<bos>`, as text; a chat model's template has its own."
+    return "" if _has_template(tokenizer) else (getattr(tokenizer, "bos_token", None) or "")
+
 def prompt_texts(tokenizer,             # a Hugging Face tokenizer
                  context:str,           # the text to compress
                  question:str,          # asked after the context, never compressed
@@ -37,13 +42,13 @@ def prompt_texts(tokenizer,             # a Hugging Face tokenizer
                  separator:str="\n\n",  # between context and question ("" = kvpress's pipeline)
                 ) -> tuple:             # (context text, question text)
     "The prompt split where the question starts: chat template when the tokenizer has one (kvpress's rule)."
-    if getattr(tokenizer, "chat_template", None):
+    if _has_template(tokenizer):
         marker = "\u2063" * 3 + "QUESTION" + "\u2063" * 3
         text = tokenizer.apply_chat_template([{"role": "user", "content": context + separator + marker + question}],
                                              add_generation_prompt=True, tokenize=False)
         ctx, q = text.split(marker)
         return ctx, q + answer_prefix
-    return (getattr(tokenizer, "bos_token", None) or "") + context + separator, question + "\n" + answer_prefix
+    return _bos_text(tokenizer) + context + separator, question + "\n" + answer_prefix
 
 def encode_prompt(tokenizer, context:str,
                   questions:list,         # one or more questions about the same context
@@ -58,8 +63,7 @@ def encode_text(tokenizer, # a Hugging Face tokenizer
                 text:str,  # plain text (a document to continue), not a chat prompt
                ) -> list:  # its ids
     "Plain text's ids, started as `prompt_texts` starts a prompt: `<bos>` first where the tokenizer has no chat template."
-    base = not getattr(tokenizer, "chat_template", None) and getattr(tokenizer, "bos_token_id", None) is not None
-    return ([tokenizer.bos_token_id] if base else []) + tokenizer(text, add_special_tokens=False)["input_ids"]
+    return tokenizer(_bos_text(tokenizer) + text, add_special_tokens=False)["input_ids"]
 
 # %% ../nbs/08_pipeline.ipynb #bcda16f9
 def eos_token_ids(model:nn.Module, tokenizer) -> set:
