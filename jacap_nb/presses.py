@@ -207,9 +207,13 @@ class Jacap(Scorer):
 
 @dataclass(frozen=True)
 class JacapReplay(Jacap):
-    "Jacap under the queries of a re-reading of the context (one more pass); `score='attention', prior_weight=0` is KVzip's score."
+    "Jacap under the queries of a re-reading of the context (one more pass); its defaults are KVzip's score and allocation."
     name: ClassVar[str] = "jacap_replay"
     replay: ClassVar[bool] = True
+    press_defaults: ClassVar[dict] = {"budget": "heads", "window": 4}   # one ranking over every head (07_presses, "Defaults")
+
+    prior_weight: float = 0.0         # the re-read queries alone (KVzip's score: the largest attention a token receives)
+    score: str = "attention"          # the weights, comparable across heads; "capacity": Jacap's leverage of them
 
     def __call__(self, view):
         if view.replay_attention is None: return super().__call__(view)     # no re-reading ran: the context's own queries
@@ -472,6 +476,8 @@ def make_press(name:str,                    # scorer name: a key of SCORERS ("ja
                              f"(valid options of its scorer {cls.__name__} and the press: {', '.join(valid)})")
     decoding = any(k in options for k in ("max_cache_tokens", "target_cache_tokens", "interval"))
     defaults = {} if decoding else cls.press_defaults                # decoding-time eviction needs even layers
+    if options.get("head_reduce") == "layer" and defaults.get("budget") == "heads":   # one set of positions per layer:
+        defaults = {**defaults, "budget": "layers"}                                   # the same ranking, per layer
     press = EvictionPress(cls(**{k: v for k, v in options.items() if k in scorer_opts}), compression_ratio,
                           **{**defaults, **{k: v for k, v in options.items() if k in PRESS_OPTIONS}})
 

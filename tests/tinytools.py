@@ -31,3 +31,9 @@ def rand_ids(n:int, seed:int=0, b:int=1) -> torch.Tensor:
 def physical(cache) -> list:
     "Physical tokens per layer (first batch row / head count ignored)."
     return [l.keys.shape[2] for l in cache.layers]
+
+
+def held(cache) -> int:
+    "Valid (head, slot) pairs of the first batch row over every layer: a per-head budget's padding is not counted."
+    return sum(int(l.slot_valid[0].sum()) if getattr(l, "slot_valid", None) is not None else l.keys.shape[1] * l.keys.shape[2]
+               for l in cache.layers)
