@@ -12,8 +12,8 @@ from tqdm.auto import tqdm
 
 # %% auto #0
 __all__ = ['PROTOCOL', 'RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention', 'compress_prefill',
-           'needs_pipeline', 'library_versions', 'model_description', 'write_config', 'run_bench', 'bench_parser',
-           'bench_args', 'portable_arg', 'bench_cli']
+           'needs_pipeline', 'library_versions', 'model_description', 'write_config', 'check_method_meanings',
+           'run_bench', 'bench_parser', 'bench_args', 'portable_arg', 'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import get_task, TASKS, token_fidelity
@@ -185,6 +185,26 @@ def write_config(out_dir, run:dict, model, tokenizer, specs:list, formats:list) 
     cfg.setdefault("runs", []).append(run)
     path.write_text(json.dumps(cfg, indent=1, default=_json_default))
     return cfg
+
+def _press_changes(old:dict, new:dict) -> dict:
+    "Settings two `press_config`s both record and set differently: name -> (old, new)."
+    out = {k: (old[k], new[k]) for k in old.keys() & new.keys() - {"scorer_options"} if old[k] != new[k]}
+    so, sn = old.get("scorer_options", {}), new.get("scorer_options", {})
+    return {**out, **{k: (so[k], sn[k]) for k in so.keys() & sn.keys() if so[k] != sn[k]}}
+
+def check_method_meanings(out_dir, specs:list):
+    "Refuse to add rows under a label that out_dir/config.json records with another press: the label's meaning changed."
+    path = Path(out_dir) / "config.json"
+    if not path.exists(): return
+    recorded = json.loads(path.read_text()).get("methods", {})
+    for s in specs:
+        old = recorded.get(s.label, {}).get("press")
+        if old is None or s.backend != "jacap_nb" or s.options.get("budget") == CALIBRATED: continue   # calibrated: its file
+        new = json.loads(json.dumps(_method_config(s)["press"], default=_json_default))
+        if ch := _press_changes(old, new): raise ValueError(
+            f"{path} records {s.label!r} with another press than the one it builds now "
+            f"({'; '.join(f'{k}: {a!r} then, {b!r} now' for k, (a, b) in sorted(ch.items()))}): its rows there mean the "
+            "old press. Use a new --out, or spell the old settings out in the method string")
 
 # %% ../nbs/12_bench.ipynb #8a4fd921
 def _check_ratios(ratios):
@@ -373,6 +393,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     if bad: raise ValueError(f"unknown option(s) {', '.join(sorted(bad))} for task {task!r}; "
                              f"valid: {', '.join(p for p in inspect.signature(t.make).parameters if p != 'count_tokens')}")
     t.make(**task_options)                                   # bad values (lengths, depths, n, filler) fail before the model
+    check_method_meanings(out_dir, specs)                    # a resumed folder's labels still mean their presses
     if model is None or isinstance(model, str):
         from jacap_nb.models import load_model
         model, tokenizer = load_model(model or "smollm2")
