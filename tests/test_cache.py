@@ -114,10 +114,9 @@ def test_replay_equals_hooked_prefill(name, shared, arch, models):
     for a, b in zip(replay.layers, hooked.layers):
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
     assert replay.get_seq_length() == hooked.get_seq_length() == 67
-    if press.budget in ("heads", "layers"):       # the replay default: one ranking over every head, int(67 * 0.4) on average
-        if press.budget == "heads": assert sum(int(l.slot_valid.sum()) for l in replay.layers) == 26 * 2 * m.config.num_key_value_heads
-        else: assert sum(physical(replay)) <= 2 * 26                          # "layers": within the uniform budget's memory
-    else: assert physical(replay) == [26, 26]
+    if press.budget == "heads": assert held(replay) == 26 * 2 * m.config.num_key_value_heads   # the replay default: one
+    elif press.budget == "layers": assert sum(physical(replay)) <= 2 * 26   # ranking over heads; per layer: the uniform memory
+    else: assert physical(replay) == [26, 26]                                # int(67 * 0.4)
     if shared: assert all(torch.equal(k[0, 0], k[0, 1]) for k in run.kept_indices.values())
     assert rrun.fallbacks == run.fallbacks == 0
 
