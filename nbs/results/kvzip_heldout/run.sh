@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Held out: the presses that re-read the context, added to committed sets. KVzip (kvpress's) and Jacap's replay variant
-# as a user writes it (make_press("jacap", r, queries="replay")). Each committed folder is copied to OUT and the bench
-# adds only these methods' rows (it resumes rows.jsonl; same examples, same prefills). Nothing is chosen here.
-# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like OUT [FORMAT]
+# Held out: the presses that re-read the context, added to committed sets: KVzip (kvpress's) and Jacap's replay variant.
+# Each committed folder is copied to OUT and the bench adds only these methods' rows (it resumes rows.jsonl; same
+# examples, same prefills). Nothing is chosen here. make_press("jacap", r, queries="replay") builds KVzip's score and
+# allocation inside this library (the label jacap:queries=replay,score=attention,prior_weight=0,budget=heads); before
+# that it built Jacap's capacity score with the measured layer budget, spelt out in full in smollm2-needle below.
+# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|qwen-needle|gemma-passkey OUT [FORMAT]
 # (FORMAT: one prompt format per process, blank or kvpress; both by default)
 set -euo pipefail
 which=$1; out=$2; formats=(${3:-blank kvpress})
@@ -12,7 +14,10 @@ case $which in
   smollm2-needle)
     # SmolLM2's needle set with its answer prefix (../defaults_heldout): a needle stated once, asked in other words.
     copy defaults_heldout/smollm2_needle_prefix_s1 smollm2_needle_prefix_s1
-    jacap-nb bench needle --model smollm2 --answer-prefix --methods kvpress:KVzip jacap:queries=replay --ratios 0.75 0.9 \
+    # The replay variant as make_press("jacap", r, queries="replay") built it then; the committed rows were made under
+    # that label (16_results reads them as this one).
+    jacap-nb bench needle --model smollm2 --answer-prefix --methods kvpress:KVzip \
+      jacap:queries=replay,score=capacity,prior_weight=0.5,budget=auto --ratios 0.75 0.9 \
       --formats "${formats[@]}" --seed 1 --n 8 --threads 1 --out "$out/smollm2_needle_prefix_s1" ;;
   smollm2-needle-kvzip-like)
     # The same set with KVzip's score and allocation inside this library: re-reading queries, the largest attention, no
@@ -22,5 +27,23 @@ case $which in
     jacap-nb bench needle --model smollm2 --answer-prefix --methods jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
       jacap:queries=replay,score=attention,prior_weight=0,budget=layers --ratios 0.75 0.9 \
       --formats "${formats[@]}" --seed 1 --n 8 --threads 1 --out "$out/smollm2_needle_prefix_s1" ;;
+  qwen-needle)
+    # Qwen2.5-Coder's needle set (../defaults_heldout): KVzip and the replay variant with KVzip's score and allocation
+    # (what make_press("jacap", r, queries="replay") builds since it was chosen on SmolLM2's seed-0 passkey prompts).
+    copy defaults_heldout/qwen_needle_s1 qwen_needle_s1
+    jacap-nb bench needle --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
+      --ratios 0.75 0.9 --formats "${formats[@]}" --seed 1 --n 8 --max-new-tokens 32 --threads 1 --out "$out/qwen_needle_s1" ;;
+  gemma-passkey)
+    # Gemma-3-270M's passkey set (../gemma3_versions/sidebyside_s1, one folder per format): the replay variant as a user
+    # writes it. KVzip is not run: it runs only in kvpress's own pipeline, which on Gemma-3 compresses the sliding-window
+    # layers too (../gemma3_kvpress), so its memory would not match the presses here.
+    for f in "${formats[@]}"; do
+      copy gemma3_versions/sidebyside_s1/$f gemma3_passkey_s1_$f
+      jacap-nb bench passkey --model gemma3-270m --methods jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
+        --ratios 0.75 0.9 --seed 1 --n 8 --lengths 1024 --depths 0.1 0.3 0.5 0.7 0.9 --filler britannica --formats "$f" \
+        --threads 1 --out "$out/gemma3_passkey_s1_$f"
+    done
+    # The committed folder gemma3_passkey_s1 holds only the replay rows of both formats (and one config.json).
+    ;;
   *) echo "unknown set $which"; exit 2 ;;
 esac
