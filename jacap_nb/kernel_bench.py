@@ -213,7 +213,7 @@ def main(argv=None):
     print(f"prefill at {args.e2e_n}: {e2e.get('prefill_s')} s ({e2e.get('prefill_method', 'skipped')}); "
           f"scoring {args.layers} layers: {res['scoring_all_layers_ms']} ms")
     print("\n".join(target_lines(res)))
-    report = {"device": name, "peak_gbs": peak, "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+    report = {"device": name, "peak_gbs": peak, "config": {k: (v.name if isinstance(v, Path) else v) for k, v in vars(args).items()},
               "rows": rows, "end_to_end": e2e, "summary": res, "targets": TARGETS, "torch": torch.__version__}
     args.out.parent.mkdir(parents=True, exist_ok=True); args.out.write_text(json.dumps(report, indent=1))
     print(f"wrote {args.out}")

@@ -19,9 +19,8 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'BUDGETS', 'PRESS_OPTIONS', 'WRAPPER_OPTIO
 # %% ../nbs/07_presses.ipynb #ac5cfac0
 from . import scoring, baselines
 from .checks import check_int, check_number, check_noise_var
-from .allocation import LayerBudget
+from .allocation import LayerBudget, uneven_budget
 from .cache import apply_press
-from .allocation import uneven_budget
 from .cache_layer import rank_protect
 from .view import StatsConfig, LayerView
 from .budgets import measured_layer_budget, NoTokenizer
@@ -219,10 +218,8 @@ class JacapReplay(Jacap):
         if view.replay_attention is None: return super().__call__(view)     # no re-reading ran: the context's own queries
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
-        if fused: return fused.triton_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
-                                                     self.breadth, self.noise_var)
-        return scoring.jacap_mixture_scores(view.keys_pre, view.values, view.replay_attention, self.prior_weight,
-                                            self.breadth, self.noise_var)
+        mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
+        return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)
 
 @dataclass(frozen=True)
 class JacapPaper(Scorer):
@@ -474,8 +471,8 @@ def make_press(name:str,                    # scorer name: a key of SCORERS ("ja
             how = f"make_press({name!r}" + (f", preset={preset!r}" if preset else f", queries={queries!r}" if queries else "") + ")"
             raise ValueError(f"unknown option {k!r} for {how}{f'; did you mean {close[0]!r}?' if close else ''} "
                              f"(valid options of its scorer {cls.__name__} and the press: {', '.join(valid)})")
-    decoding = any(k in options for k in ("max_cache_tokens", "target_cache_tokens", "interval"))
-    defaults = {} if decoding else cls.press_defaults                # decoding-time eviction needs even layers
+    dec = {k: options[k] for k in ("max_cache_tokens", "target_cache_tokens", "interval") if k in options}
+    defaults = {} if dec else cls.press_defaults                # decoding-time eviction needs even layers
     if options.get("head_reduce") == "layer" and defaults.get("budget") == "heads":   # one set of positions per layer:
         defaults = {**defaults, "budget": "layers"}                                   # the same ranking, per layer
     press = EvictionPress(cls(**{k: v for k, v in options.items() if k in scorer_opts}), compression_ratio,
@@ -485,7 +482,6 @@ def make_press(name:str,                    # scorer name: a key of SCORERS ("ja
     if reduce not in HEAD_REDUCE: raise ValueError(f"head_reduce must be one of {', '.join(map(repr, HEAD_REDUCE))}; got {reduce!r}")
     if reduce == "layer": press = SharedKeep(press)
     if options.get("protect"): press = ProtectSpans(press, options["protect"])
-    dec = {k: options[k] for k in ("max_cache_tokens", "target_cache_tokens", "interval") if k in options}
     if dec:
         if "max_cache_tokens" not in dec: raise ValueError(f"{', '.join(dec)} only mean something with max_cache_tokens=...")
         press = DecodingEviction(press, **dec)
