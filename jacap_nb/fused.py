@@ -4,22 +4,60 @@
 
 # %% ../nbs/03b_fused.ipynb #f3b07
 from __future__ import annotations
-import math
+import math, warnings
 import torch
 from torch import Tensor
 from .checks import check_number, check_noise_var, broadcast_shape
 from .kernels import triton, tl, jit, available, KERNEL_DTYPES, capacity_factor
 
 # %% auto #0
-__all__ = ['triton_band_attention', 'weighted_moments', 'whitened_norms', 'triton_key_leverage', 'triton_prior_attention',
-           'triton_centred_leverage', 'triton_mixture_scores', 'triton_context_scores']
+__all__ = ['SPLIT_DOTS', 'triton_band_attention', 'weighted_moments', 'whitened_norms', 'triton_key_leverage',
+           'triton_prior_attention', 'triton_centred_leverage', 'triton_mixture_scores', 'triton_context_scores']
+
+# %% ../nbs/03b_fused.ipynb #f3b08b
+@jit
+def _tf32_head(x):
+    "x with the low 13 of its 23 mantissa bits cleared: exact in tf32, and x - head is exact in float32."
+    return (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+
+@jit
+def _dot_f32(a, b, A_TF32: tl.constexpr, B_TF32: tl.constexpr, SPLIT: tl.constexpr):
+    "a @ b (float32 tiles) to about float32 accuracy: split tf32 products (A_TF32 / B_TF32: that operand is exact in tf32), or one 'ieee' product."
+    if not SPLIT: y = tl.dot(a, b, input_precision="ieee")
+    elif A_TF32 and B_TF32: y = tl.dot(a, b, input_precision="tf32")
+    elif A_TF32:
+        bh = _tf32_head(b)
+        y = tl.dot(a, bh, tl.dot(a, b - bh, input_precision="tf32"), input_precision="tf32")
+    elif B_TF32:
+        ah = _tf32_head(a)
+        y = tl.dot(ah, b, tl.dot(a - ah, b, input_precision="tf32"), input_precision="tf32")
+    else:
+        ah, bh = _tf32_head(a), _tf32_head(b)
+        y = tl.dot(a - ah, bh, input_precision="tf32")
+        y = tl.dot(ah, bh, tl.dot(ah, b - bh, y, input_precision="tf32"), input_precision="tf32")
+    return y
+
+SPLIT_DOTS = None       # None: split on compiled Triton only; True / False force it (the tests run the split in the interpreter)
+_UNSPLIT = set()        # (kernel, launch) pairs whose split launch exceeded the GPU's resources
+
+def _launch(kernel, grid:tuple, *args, **meta):
+    "`kernel[grid](*args, **meta)` with split tf32 products where they run, else (with a warning, once) one float32 product."
+    split = available() == "triton" if SPLIT_DOTS is None else SPLIT_DOTS
+    key = (kernel.fn.__name__, tuple(sorted(meta.items())))
+    if split and key not in _UNSPLIT:
+        try: return kernel[grid](*args, SPLIT=True, **meta)
+        except triton.runtime.errors.OutOfResources as e:
+            _UNSPLIT.add(key)
+            warnings.warn(f"{kernel.fn.__name__} with split tf32 products exceeds this GPU ({e}); using float32 products (slower)")
+    return kernel[grid](*args, SPLIT=False, **meta)
 
 # %% ../nbs/03b_fused.ipynb #f3b10
 @jit
 def _band_kernel(K, Q, COS, SIN, WIN, SINK, N, T, G, d, s0, n_sink, block, halo, right, width, scale,
                  s_kr, s_kn, s_qr, s_qg, s_qt,
                  BQ: tl.constexpr, BW: tl.constexpr, BS: tl.constexpr, BD: tl.constexpr,
-                 ROPE: tl.constexpr, CAUSAL: tl.constexpr):
+                 ROPE: tl.constexpr, CAUSAL: tl.constexpr, Q_TF32: tl.constexpr, K_TF32: tl.constexpr,
+                 SPLIT: tl.constexpr):
     r = tl.program_id(0); b = tl.program_id(1); nb = tl.num_programs(1)
     dk = tl.arange(0, BD); dmask = dk < d
     jq = tl.arange(0, BQ); j = b * block + jq                       # the block's queries (index into T; key index s0 + j)
@@ -46,8 +84,8 @@ def _band_kernel(K, Q, COS, SIN, WIN, SINK, N, T, G, d, s0, n_sink, block, halo,
         qp = Q + r * s_qr + g * s_qg + j[:, None] * s_qt
         q = tl.load(qp + dk[None, :], mask=qmask[:, None] & dmask[None, :], other=0.0).to(tl.float32)
         if ROPE: q = q * cos + sign[None, :] * tl.load(qp + other[None, :], mask=rmask, other=0.0).to(tl.float32) * sin
-        zw = tl.where(seen_w, tl.dot(q, tl.trans(kw), input_precision="ieee") * scale, float("-inf"))
-        zs = tl.where(seen_s, tl.dot(q, tl.trans(ks), input_precision="ieee") * scale, float("-inf"))
+        zw = tl.where(seen_w, _dot_f32(q, tl.trans(kw), Q_TF32, K_TF32, SPLIT) * scale, float("-inf"))
+        zs = tl.where(seen_s, _dot_f32(q, tl.trans(ks), Q_TF32, K_TF32, SPLIT) * scale, float("-inf"))
         m = tl.maximum(tl.max(zw, axis=1), tl.max(zs, axis=1))
         m = tl.where(m == float("-inf"), 0.0, m)                    # a query that sees nothing: all zeros, no NaN
         pw = tl.where(seen_w, tl.exp(zw - m[:, None]), 0.0)
@@ -101,10 +139,10 @@ def triton_band_attention(keys:Tensor,    # keys (..., N, d), post-RoPE (what th
         cos, sin = (x.reshape(t, d).float().contiguous() for x in rope)
         if cos.device != k.device: raise ValueError(f"rope tables are on {cos.device} but keys are on {k.device}")
     else: cos = sin = win                                           # unread placeholders
-    _band_kernel[(rows, nb)](k, q, cos, sin, win, sink, n, t, g, d, s0, ns, block, halo, right, width, 1 / math.sqrt(d),
-                             k.stride(0), k.stride(1), q.stride(0), q.stride(1), q.stride(2),
-                             BQ=_pow2(block), BW=bw, BS=bs, BD=_pow2(d), ROPE=rope is not None, CAUSAL=bool(causal),
-                             num_warps=4 if d <= 128 else 8)
+    _launch(_band_kernel, (rows, nb), k, q, cos, sin, win, sink, n, t, g, d, s0, ns, block, halo, right, width, 1 / math.sqrt(d),
+            k.stride(0), k.stride(1), q.stride(0), q.stride(1), q.stride(2),
+            BQ=_pow2(block), BW=bw, BS=bs, BD=_pow2(d), ROPE=rope is not None, CAUSAL=bool(causal),
+            Q_TF32=rope is None and q.dtype != torch.float32, K_TF32=k.dtype != torch.float32, num_warps=4 if d <= 128 else 8)
     cols = s0 - halo + block * torch.arange(nb, device=k.device)[:, None] + torch.arange(bw, device=k.device)
     out.scatter_reduce_(1, cols.clamp(0, n - 1).reshape(1, -1).expand(rows, -1), win.view(rows, -1), "amax")   # masked columns hold 0
     if ns: out[:, :ns] = torch.maximum(out[:, :ns], sink[..., :ns].amax(1))
@@ -178,7 +216,7 @@ def weighted_moments(x:Tensor,              # rows (R, N, d), unit last stride, 
 # %% ../nbs/03b_fused.ipynb #f3b25
 @jit
 def _norms_kernel(X, W, MU, LINV, SCALE, OUT, N, d, s_xr, s_xn,
-                  HAS_W: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, LT: tl.constexpr):
+                  HAS_W: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, LT: tl.constexpr, SPLIT: tl.constexpr):
     r = tl.program_id(0); blk = tl.program_id(1)
     dk = tl.arange(0, BD); dmask = dk < d
     offs = blk * BN + tl.arange(0, BN); nmask = offs < N
@@ -189,7 +227,7 @@ def _norms_kernel(X, W, MU, LINV, SCALE, OUT, N, d, s_xr, s_xn,
     for a in tl.static_range(0, BD, LT):                            # LT rows of L^{-1} at a time
         rows = a + tl.arange(0, LT)
         lt = tl.load(LINV + r * d * d + rows[:, None] * d + dk[None, :], mask=(rows < d)[:, None] & dmask[None, :], other=0.0)
-        y = tl.dot(xc, tl.trans(lt), input_precision="ieee")
+        y = _dot_f32(xc, tl.trans(lt), False, False, SPLIT)
         sq += tl.sum(y * y, axis=1)
     if HAS_W: w = tl.load(W + r * N + offs, mask=nmask, other=0.0)
     else: w = tl.where(nmask, 1.0, 0.0)
@@ -204,11 +242,11 @@ def whitened_norms(x:Tensor,                # rows (R, N, d), unit last stride, 
                   ) -> Tensor:              # float32 (R, N)
     "scale * w_i * ||L^{-1} (x_i - mu)||^2 for every row i, in one pass over x."
     rows, n, d = x.shape
-    bn, bd = _rows_per_block(d), _pow2(d)
+    bn, bd = 128, _pow2(d)                                          # the launch tune_norms.py chose on an H200
     out = x.new_empty((rows, n), dtype=torch.float32)
-    _norms_kernel[(rows, -(-n // bn))](x, out if weights is None else weights, mean.contiguous(), linv.contiguous(),
-                                       scale.contiguous(), out, n, d, x.stride(0), x.stride(1), HAS_W=weights is not None,
-                                       BN=bn, BD=bd, LT=min(bd, 64), num_warps=4 if d <= 128 else 8)
+    _launch(_norms_kernel, (rows, -(-n // bn)), x, out if weights is None else weights, mean.contiguous(), linv.contiguous(),
+            scale.contiguous(), out, n, d, x.stride(0), x.stride(1), HAS_W=weights is not None,
+            BN=bn, BD=bd, LT=min(bd, 32 if d <= 128 else 64), num_warps=4 if d <= 128 else 8)
     return out
 
 def _inverse_cholesky(a:Tensor) -> Tensor:

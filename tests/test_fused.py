@@ -9,6 +9,7 @@ import os
 import torch
 if not torch.cuda.is_available(): os.environ["TRITON_INTERPRET"] = "1"   # before triton / jacap_nb.kernels are imported
 import json, pathlib, re
+from types import SimpleNamespace
 import pytest
 from jacap_nb import scoring
 import jacap_nb.kernels as K
@@ -65,6 +66,43 @@ def test_band_rotates_pre_rope_queries(dtype):
     assert_close(F.triton_band_attention(k, q, rope=(cos, sin)), ref, 1e-5)
 
 
+@pytest.fixture
+def split_dots(monkeypatch):
+    "The kernels with split tf32 products (what a GPU runs), which the interpreter otherwise skips."
+    monkeypatch.setattr(F, "SPLIT_DOTS", True)
+
+
+@pytest.mark.parametrize("q_dtype,k_dtype,rope", [(BF16, BF16, False), (BF16, F32, False), (F32, BF16, True), (F32, F32, True)], ids=str)
+def test_split_products(split_dots, q_dtype, k_dtype, rope):
+    "Every branch of `_dot_f32` (neither, one or both operands exact in tf32) gives the band and the norms of the reference."
+    k, v, kp, q = cache(1, 2, 3, 90, 86, 64, k_dtype)
+    q = q.to(q_dtype)
+    cos, sin = (torch.randn(86, 64), torch.randn(86, 64)) if rope else (None, None)
+    from jacap_nb.rope import rope_into
+    qr = rope_into(torch.empty(q.shape), q.float(), cos, sin) if rope else q.float()
+    ref = scoring.context_attention(k.float()[..., None, :, :], qr, block=16, halo=16).amax(-2)
+    assert_close(F.triton_band_attention(k, q, rope=(cos, sin) if rope else None), ref, 1e-5)
+    w = torch.rand(1, 2, 90)
+    assert_close(F.triton_centred_leverage(w, v), scoring.centred_leverage(w, v.float()), 1e-4)
+
+
+def test_split_launch_falls_back_once(monkeypatch):
+    "A split launch that exceeds the GPU's shared memory warns once, then takes the float32 products for that launch."
+    calls = []
+    class Kernel:
+        fn = SimpleNamespace(__name__="_fake_kernel")
+        def __getitem__(self, grid):
+            def run(*args, SPLIT, **meta):
+                calls.append(SPLIT)
+                if SPLIT: raise K.triton.runtime.errors.OutOfResources(262144, 232448, "shared memory")
+            return run
+    monkeypatch.setattr(F, "SPLIT_DOTS", True); monkeypatch.setattr(F, "_UNSPLIT", set())
+    with pytest.warns(UserWarning, match="_fake_kernel with split tf32 products exceeds this GPU"): F._launch(Kernel(), (1,), BN=64)
+    F._launch(Kernel(), (1,), BN=64)                                          # remembered: no second try, no warning
+    F._launch(Kernel(), (1,), BN=128)                                         # another launch tries again
+    assert calls == [True, False, False, True, False]
+
+
 @pytest.mark.parametrize("d", [64, 256])
 @pytest.mark.parametrize("n", [1, 2, 130, 600])
 def test_leverages(d, n):
@@ -100,7 +138,7 @@ def test_bad_input_fails_before_launch(launches):
 
 class Launches:
     "Stands in for a kernel in jacap_nb.fused: counts `kernel[grid](...)` launches and runs the real kernel."
-    def __init__(self, kernel): self.kernel, self.n = kernel, 0
+    def __init__(self, kernel): self.kernel, self.fn, self.n = kernel, kernel.fn, 0
     def __getitem__(self, grid):
         self.n += 1
         return self.kernel[grid]

@@ -18,7 +18,7 @@ if __name__ == "__main__":
     if not torch.cuda.is_available() or kernels.available() != "triton":
         sys.exit(f"needs a CUDA device and compiled Triton; kernels path here: {kernels.available()!r}")
     failed = 0
-    for name in ("03_kernels.ipynb", "03b_fused.ipynb"):
+    for name in sys.argv[1:] or ("03_kernels.ipynb", "03b_fused.ipynb"):
         print(f"== {name}'s gpu cell", flush=True); t0 = time.time()
         try: exec(compile(gpu_cell(name), f"{name}:gpu", "exec"),
                   dict(torch=torch, scoring=scoring, max_rel_err=max_rel_err, triton_context_scores=triton_context_scores))

@@ -6,9 +6,8 @@ tokens, where reading the keys once takes about 20 us). Candidates, each `scale 
   tensor-core products, float32 accumulation.
 The fastest candidate whose error stays under 1e-4 of the largest norm for every head dim then replaces
 `fused.whitened_norms` for the end-to-end checks (gpu-check's scorer timing and prefill share, SmolLM2's kept tokens).
-Usage: python tune_norms.py OUT_DIR [SMOLLM2_PREFIX.gguf] (about 4-5 minutes on an H200, most of it compiling).
-Not yet measured: its one run here (2026-12-04) reached the device's time limit with its output held in a pipe's
-buffer, so nothing of it came back; the candidate list was cut to eight since (README.md)."""
+Usage: python tune_norms.py OUT_DIR [SMOLLM2_PREFIX.gguf] (about 6 minutes on an H200, most of it compiling).
+Measured on an H200 on 2026-12-04 (tune_norms.txt, tune_norms.json; README.md): split/128/32/4 won."""
 import json, pathlib, sys
 import torch, triton, triton.language as tl
 from jacap_nb import fused as F, kernels as K
