@@ -97,12 +97,14 @@ def budget_texts(count_tokens=None) -> list:
     rng, kw = random.Random(BUDGET_TEXTS["seed"]), {} if count_tokens is None else dict(count_tokens=count_tokens)
     return [" ".join(filler_sentences(BUDGET_TEXTS["source"], n, rng, **kw)) for n in BUDGET_TEXTS["lengths"]]
 
+_NOT_THE_MODEL = ("_name_or_path", "torch_dtype", "dtype", "transformers_version", "quantization_config")
+
 def model_fingerprint(model:nn.Module) -> str:
     "sha256 of the model's class, configuration and the first 64 values of every parameter (as float32)."
     h = hashlib.sha256(type(model).__name__.encode())
     cfg = getattr(model, "config", None)
-    if cfg is not None:
-        d = {k: v for k, v in cfg.to_dict().items() if k not in ("_name_or_path", "torch_dtype", "dtype", "transformers_version")}
+    if cfg is not None:                  # not what says where the weights came from: a GGUF load carries its file in
+        d = {k: v for k, v in cfg.to_dict().items() if k not in _NOT_THE_MODEL}  # quantization_config, its saved copy not
         h.update(json.dumps(d, sort_keys=True, default=str).encode())
     for name, p in model.named_parameters():
         h.update(name.encode()); h.update(str(tuple(p.shape)).encode())
