@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Which factor of the default score loses the key in Gemma-3's full-attention layers: the default against itself with
+# one factor removed at a time (the prior alone, the context band alone, each with and without the value step), on
+# seed 0. On Gemma-3 this is a diagnosis only (an evaluation model: nothing is chosen on it); on SmolLM2 and Qwen the
+# same rows are the seed-0 evidence a change of default would have to be chosen on.
+# Usage (main environment): bash nbs/results/score_factors_seed0/run.sh OUT [MODEL ...]
+set -euo pipefail
+out=$1; shift; models=("${@:-gemma3-270m smollm2 qwen2.5-coder-0.5b}")
+methods=(jacap jacap:prior_weight=1,score=attention jacap:prior_weight=1 jacap:score=attention jacap:prior_weight=0)
+for m in ${models[@]}; do case $m in
+  gemma3-270m) jacap-nb bench passkey --model $m --methods full "${methods[@]}" --ratios 0.75 0.9 --seed 0 --n 2 \
+                 --lengths 1024 --depths 0.1 0.3 0.5 0.7 0.9 --filler britannica --formats blank kvpress --threads 1 \
+                 --out "$out/gemma3_passkey" ;;
+  smollm2) jacap-nb bench needle --model $m --answer-prefix --methods full "${methods[@]}" --ratios 0.75 0.9 --seed 0 \
+             --n 4 --formats blank kvpress --threads 1 --out "$out/smollm2_needle_prefix" ;;
+  qwen2.5-coder-0.5b) jacap-nb bench needle --model $m --methods full "${methods[@]}" --ratios 0.75 0.9 --seed 0 \
+             --n 2 --formats blank kvpress --threads 1 --out "$out/qwen_needle" ;;
+  *) echo "unknown model $m"; exit 2 ;;
+esac; done
