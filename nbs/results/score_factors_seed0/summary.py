@@ -8,7 +8,8 @@ NAMES = {"jacap": "default", "jacap:prior_weight=1,score=attention": "prior, no 
          "jacap:prior_weight=0": "band + values", "full": "full"}
 here = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent)
 for d in sorted(p for p in here.iterdir() if p.is_dir()):
-    rows = [dict(r, method=NAMES.get(r["method"], r["method"])) for r in load_runs(d)]
+    also = [here.parent / "defaults_seed0" / "smollm2_passkey"] if d.name == "smollm2_passkey" else []   # its default's rows
+    rows = [dict(r, method=NAMES[r["method"]]) for r in load_runs(*also, d) if r["method"] in NAMES]
     summ = summarize(rows); order = [m for m in NAMES.values() if any(s["method"] == m for s in summ)]
     print(f"\n## {d.name}: correct\n\n" + side_by_side(summ, order))
     print(f"\n## {d.name}: needle kept (mean over layers)\n\n" + side_by_side(summ, [m for m in order if m != "full"], metric="needle_kept"))
