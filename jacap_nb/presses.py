@@ -128,7 +128,11 @@ class CapKV(Scorer):
         return torch.cat([sc.new_full((*sc.shape[:2], s), float(sc.max()) + 1), sc], -1)   # sinks first, as CapPress pads them
 
 # %% ../nbs/07_presses.ipynb #484cc256
-JACAP_SCORES = ("capacity", "attention")
+JACAP_SCORES = ("capacity", "attention", "union")
+
+def _rank_share(x:Tensor) -> Tensor:
+    "Each token's rank among its head's tokens as a share: 0 the lowest, 1 the highest (float32 (..., N))."
+    return x.argsort(-1).argsort(-1).float() / max(x.shape[-1] - 1, 1)
 
 @dataclass(frozen=True)
 class Jacap(Scorer):
@@ -146,7 +150,8 @@ class Jacap(Scorer):
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
     score: str = "capacity"           # "capacity": centred-value leverage of the weights (the Jacobian capacity); "attention":
                                       # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head
-                                      # (comparable across heads: for budget="heads")
+                                      # (comparable across heads: for budget="heads"); "union": a token stays when the
+                                      # capacity or the prior alone ranks it high (the larger of its two rank shares)
     backend: str = "auto"             # "triton": the kernels of 03b_fused; "torch": eager PyTorch; "auto": Triton for CUDA
                                       # tensors when it is installed, else torch
 
@@ -163,6 +168,7 @@ class Jacap(Scorer):
 
     def __call__(self, view):
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
+        if self.score == "union": return self._union(view, fused)
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
             w = self._prior(view, fused)
             if self.score == "attention": return w
@@ -199,6 +205,10 @@ class Jacap(Scorer):
         if fused: return fused.triton_prior_attention(view.keys_pre, self.breadth)
         return scoring.prior_attention(view.keys_pre, self.breadth, check=False).float()
 
+    def _union(self, view, fused) -> Tensor:
+        "score='union': the larger of a token's rank shares under the capacity and under the prior alone."
+        return torch.maximum(_rank_share(replace(self, score="capacity")(view).float()), _rank_share(self._prior(view, fused)))
+
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."
         w = (1 - self.prior_weight) * worst.float()
@@ -217,6 +227,7 @@ class JacapReplay(Jacap):
     def __call__(self, view):
         if view.replay_attention is None: return super().__call__(view)     # no re-reading ran: the context's own queries
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
+        if self.score == "union": return self._union(view, fused)
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
         mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
         return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)

@@ -500,22 +500,41 @@ def test_global_budget_cache_refuses_a_second_uniform_eviction():
             m(input_ids=torch.tensor([[5, 6]]), position_ids=torch.tensor([[40, 41]]), **{cache_kwarg(m): cache})
 
 
-def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
-    "prior_weight=1 returns before reading any query; its scores are the mixture's at pi = 1 on the same layer."
-    from jacap_nb.presses import Jacap
-    from jacap_nb.view import LayerView
+def _layer_views(n:int=50) -> list:
+    "The LayerView of every layer of a tiny Llama's prefill of `n` random tokens, as a scorer sees it."
     views = []
     class Capture(KNorm):
         def __call__(self, view): views.append(view); return super().__call__(view)
     m = tiny_model("llama")
+    with torch.no_grad(): compress_layers(EvictionPress(Capture(), 0.5), m, capture_prefill(m, rand_ids(n)))
+    return views
+
+
+def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
+    "prior_weight=1 returns before reading any query; its scores are the mixture's at pi = 1 on the same layer."
+    from jacap_nb.presses import Jacap
     with torch.no_grad():
-        compress_layers(EvictionPress(Capture(), 0.5), m, capture_prefill(m, rand_ids(50)))
-        for v in views:
+        for v in _layer_views():
             b, hkv, p, d = v.keys.shape
             q = v.queries[:, :, 4:].reshape(b, hkv, v.group, -1, d)
             want = scoring.jacap_context_scores(v.keys, v.values, q, v.keys_pre, 1.0, 1.0, "auto")
             torch.testing.assert_close(Jacap(prior_weight=1)(v), want)
             assert not torch.allclose(Jacap()(v), want)          # the default (pi = 0.5) is another score
+
+
+def test_jacap_union_keeps_the_top_of_both_rankings():
+    "score='union': any k kept tokens hold the top k/2 of the capacity's ranking and of the prior alone's, per head."
+    from jacap_nb.presses import Jacap
+    with torch.no_grad():
+        for v in _layer_views():
+            cap, prior, union = Jacap()(v), Jacap(prior_weight=1, score="attention")(v), Jacap(score="union")(v)
+            assert union.shape == cap.shape and ((union >= 0) & (union <= 1)).all()
+            for k in (2, 10, 24):
+                kept = union.topk(k, -1).indices
+                for ranking in (cap, prior):
+                    top = ranking.topk(k // 2, -1).indices
+                    assert all(set(t.tolist()) <= set(s.tolist()) for t, s in zip(top.flatten(0, 1), kept.flatten(0, 1)))
+            assert not torch.equal(union.topk(10, -1).indices.sort(-1).values, cap.topk(10, -1).indices.sort(-1).values)
 
 
 # --- a LayerBudget: layers of different lengths, each with its own mask ---------------------------------------------------
