@@ -7,13 +7,8 @@ Usage (main environment): python factor_spread.py OUT.json N_PROMPTS MODEL [MODE
 import json, statistics, sys
 import torch
 from jacap_nb import scoring
-from jacap_nb.bench import answer_token_positions
-from jacap_nb.cache import compress_layers
-from jacap_nb.capture import capture_prefill
-from jacap_nb.models import load_model
-from jacap_nb.pipeline import encode_prompt, PROMPT_FORMATS
-from jacap_nb.presses import EvictionPress, Jacap
-from jacap_nb.tasks import passkey_examples
+from jacap_nb.presses import Jacap
+from seed0_prompts import each_prompt
 
 LOG = []
 
@@ -31,25 +26,14 @@ def percentile(x, pos):   # mean over `pos` of the share of tokens scoring below
 
 def spread(x, skip=4): return float(x[skip:].clamp_min(1e-30).log().std())
 
-torch.set_num_threads(1)
 out, n, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-exs = passkey_examples(lengths=(1024,), depths=(0.1, 0.3, 0.5, 0.7, 0.9), n=1, filler="britannica", seed=0)[:n]
-res = {}
-for name in models:
-    model, tok = load_model(name)
-    per_layer = {}
-    for ex in exs:
-        sep = PROMPT_FORMATS["blank"]
-        ids, _ = encode_prompt(tok, ex.context, [ex.question], "", sep)
-        pos = torch.tensor(answer_token_positions(tok, ex, sep))
-        LOG.clear()
-        compress_layers(EvictionPress(Recording(), 0.75, **Jacap.press_defaults), model, capture_prefill(model, ids))
-        for l, d in enumerate(LOG):
-            for h in range(d["w"].shape[0]):
-                w, g, s = d["w"][h], d["g"][h], d["s"][h]
-                per_layer.setdefault(l, []).append(dict(spread_w=spread(w), spread_g=spread(g), key_w=percentile(w, pos),
-                                                        key_g=percentile(g, pos), key_score=percentile(s, pos)))
-    res[name] = {l: {k: round(statistics.mean(r[k] for r in rs), 3) for k in rs[0]} for l, rs in per_layer.items()}
-    print(name, json.dumps(res[name]), flush=True)
-    del model
+per_layer = {}
+for name, pos in each_prompt(models, n, Recording(), LOG):
+    for l, d in enumerate(LOG):
+        for h in range(d["w"].shape[0]):
+            w, g, s = d["w"][h], d["g"][h], d["s"][h]
+            per_layer.setdefault(name, {}).setdefault(l, []).append(dict(
+                spread_w=spread(w), spread_g=spread(g), key_w=percentile(w, pos), key_g=percentile(g, pos), key_score=percentile(s, pos)))
+res = {name: {l: {k: round(statistics.mean(r[k] for r in rs), 3) for k in rs[0]} for l, rs in d.items()} for name, d in per_layer.items()}
+for name, r in res.items(): print(name, json.dumps(r), flush=True)
 json.dump(res, open(out, "w"), indent=1)
