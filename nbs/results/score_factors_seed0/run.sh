@@ -7,6 +7,7 @@
 # (SET: gemma3-270m, smollm2, qwen2.5-coder-0.5b, smollm2-passkey; all four by default). Then, for the spreads:
 # python nbs/results/score_factors_seed0/factor_spread.py OUT/factor_spread.json 5 smollm2 qwen2.5-coder-0.5b gemma3-270m
 # and for the knobs: python nbs/results/score_factors_seed0/knob_scan.py OUT/knob_scan.json 5 smollm2 qwen2.5-coder-0.5b gemma3-270m
+# and value_redundancy.py with the same arguments (OUT/value_redundancy.json).
 set -euo pipefail
 out=$1; shift; models=("${@:-gemma3-270m smollm2 qwen2.5-coder-0.5b smollm2-passkey}")
 methods=(jacap jacap:prior_weight=1,score=attention jacap:prior_weight=1 jacap:score=attention jacap:prior_weight=0
