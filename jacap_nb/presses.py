@@ -130,10 +130,6 @@ class CapKV(Scorer):
 # %% ../nbs/07_presses.ipynb #484cc256
 JACAP_SCORES = ("capacity", "attention", "union")
 
-def _rank_share(x:Tensor) -> Tensor:
-    "Each token's rank among its head's tokens as a share: 0 the lowest, 1 the highest (float32 (..., N))."
-    return x.argsort(-1).argsort(-1).float() / max(x.shape[-1] - 1, 1)
-
 @dataclass(frozen=True)
 class Jacap(Scorer):
     "Jacap: leverage of the Jacobian-capacity weights under the prior and the context's own queries (see `00_theory`)."
@@ -150,8 +146,8 @@ class Jacap(Scorer):
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
     score: str = "capacity"           # "capacity": centred-value leverage of the weights (the Jacobian capacity); "attention":
                                       # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head
-                                      # (comparable across heads: for budget="heads"); "union": a token stays when the
-                                      # capacity or the prior alone ranks it high (the larger of its two rank shares)
+                                      # (comparable across heads: for budget="heads"); "union": `scoring.rank_union` of
+                                      # the capacity and the prior alone
     backend: str = "auto"             # "triton": the kernels of 03b_fused; "torch": eager PyTorch; "auto": Triton for CUDA
                                       # tensors when it is installed, else torch
 
@@ -161,14 +157,15 @@ class Jacap(Scorer):
         check_int("block", self.block, 1, none_ok=True); check_int("halo", self.halo, 0); check_int("recent", self.recent, 1)
         check_noise_var(self.noise_var)
         if self.score not in JACAP_SCORES: raise ValueError(f"score must be one of {', '.join(map(repr, JACAP_SCORES))}; got {self.score!r}")
-        _check_backend(self.backend)
+        scoring.use_triton(None, self.backend)   # checks the name; "triton" without Triton fails now, not mid-prefill
 
     @property
     def stats(self): return StatsConfig(recent=self.recent, moments=False)
 
     def __call__(self, view):
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
-        if self.score == "union": return self._union(view, fused)
+        if self.score == "union":                                             # either ranking high keeps a token
+            return scoring.rank_union(replace(self, score="capacity")(view), self._prior(view, fused))
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
             w = self._prior(view, fused)
             if self.score == "attention": return w
@@ -205,10 +202,6 @@ class Jacap(Scorer):
         if fused: return fused.triton_prior_attention(view.keys_pre, self.breadth)
         return scoring.prior_attention(view.keys_pre, self.breadth, check=False).float()
 
-    def _union(self, view, fused) -> Tensor:
-        "score='union': the larger of a token's rank shares under the capacity and under the prior alone."
-        return torch.maximum(_rank_share(replace(self, score="capacity")(view).float()), _rank_share(self._prior(view, fused)))
-
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."
         w = (1 - self.prior_weight) * worst.float()
@@ -225,9 +218,9 @@ class JacapReplay(Jacap):
     score: str = "attention"          # the weights, comparable across heads; "capacity": Jacap's leverage of them
 
     def __call__(self, view):
-        if view.replay_attention is None: return super().__call__(view)     # no re-reading ran: the context's own queries
+        if view.replay_attention is None or self.score == "union":         # no re-reading ran: the context's own queries;
+            return super().__call__(view)                                   # "union": Jacap's, whose capacity comes back here
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
-        if self.score == "union": return self._union(view, fused)
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
         mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
         return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)
@@ -243,7 +236,7 @@ class JacapPaper(Scorer):
 
     def __post_init__(self):
         check_number("tau", self.tau, positive=True); check_noise_var(self.noise_var)
-        check_int("stats_window", self.stats_window, 1, none_ok=True); _check_backend(self.backend)
+        check_int("stats_window", self.stats_window, 1, none_ok=True); scoring.use_triton(None, self.backend)
 
     @property
     def stats(self): return StatsConfig(window=self.stats_window)
@@ -252,11 +245,6 @@ class JacapPaper(Scorer):
         mu, var = view.future_query_moments()
         return _grouped(view, lambda k, v, q_mean, q_var: scoring.jacap_scores(k, v, q_mean, q_var, self.tau, self.noise_var,
                                                                                backend=self.backend), q_mean=mu, q_var=var)
-
-def _check_backend(backend:str):
-    if backend not in scoring.BACKENDS: raise ValueError(
-        f"backend must be one of {', '.join(map(repr, scoring.BACKENDS))}; got {backend!r}")
-    if backend == "triton": scoring.use_triton(None, "triton")           # no Triton here: say so now, not mid-prefill
 
 def _fused():
     "jacap_nb.fused, imported when a press first takes the Triton path (importing Triton costs a second)."

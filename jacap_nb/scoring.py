@@ -15,7 +15,7 @@ from .checks import compute_dtype, check_number, check_finite, check_cache, chec
 # %% auto #0
 __all__ = ['BACKENDS', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'use_triton', 'key_leverage', 'prior_attention',
            'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
-           'jacap_context_scores', 'capkv_weights', 'capkv_scores', 'select_tokens', 'top_sorted']
+           'jacap_context_scores', 'rank_union', 'capkv_weights', 'capkv_scores', 'select_tokens', 'top_sorted']
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
 def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
@@ -354,6 +354,14 @@ def jacap_context_scores(keys:Tensor,     # keys (..., N, d), post-RoPE
 def _context_scores(keys, values, queries, keys_pre=None, prior_weight=0.5, breadth=1.0, noise_var="auto", **context_kw):
     "Unchecked `jacap_context_scores`."
     return centred_leverage(_context_weights(keys, queries, keys_pre, prior_weight, breadth, **context_kw), values, noise_var)
+
+# %% ../nbs/01_scoring.ipynb #ru01cd01
+def rank_union(a:Tensor, # scores (..., N), larger = keep
+               b:Tensor, # another scoring of the same tokens (..., N)
+              ) -> Tensor: # float32 (..., N) in [0, 1]
+    "A token's larger rank share under `a` and under `b`: its top k holds the top k/2 of each ranking."
+    share = lambda x: x.argsort(-1).argsort(-1).float() / max(x.shape[-1] - 1, 1)
+    return torch.maximum(share(a), share(b))
 
 # %% ../nbs/01_scoring.ipynb #02004cc3
 def capkv_weights(keys:Tensor,   # keys (..., N, d)

@@ -537,6 +537,18 @@ def test_jacap_union_keeps_the_top_of_both_rankings():
             assert not torch.equal(union.topk(10, -1).indices.sort(-1).values, cap.topk(10, -1).indices.sort(-1).values)
 
 
+def test_jacap_replay_union_reads_the_replayed_queries():
+    "JacapReplay(score='union') ranks by the replay's capacity and the prior; without a replay, by Jacap's union."
+    from jacap_nb.presses import Jacap, JacapReplay
+    with torch.no_grad():
+        for v in _layer_views():
+            vr = v.with_changes(replay_attention=torch.rand(v.keys.shape[:3], generator=torch.Generator().manual_seed(0)))
+            want = scoring.rank_union(JacapReplay(score="capacity", prior_weight=0.5)(vr), Jacap(prior_weight=1, score="attention")(vr))
+            torch.testing.assert_close(JacapReplay(score="union", prior_weight=0.5)(vr), want)
+            assert not torch.equal(want, Jacap(score="union")(v))                     # the replay changed the ranking
+            torch.testing.assert_close(JacapReplay(score="union", prior_weight=0.5)(v), Jacap(score="union")(v))
+
+
 # --- a LayerBudget: layers of different lengths, each with its own mask ---------------------------------------------------
 
 _LB = LayerBudget((0.01, 0.5), ((0.9, 0.1), (0.5, 0.0)), "test")      # layer 0 keeps about twice layer 1's share
