@@ -8,7 +8,7 @@ import json, statistics, sys
 import torch
 from jacap_nb import scoring
 from jacap_nb.presses import Jacap
-from seed0_prompts import each_prompt
+from seed0_prompts import each_prompt, key_percentile as percentile
 
 LOG = []
 
@@ -20,9 +20,6 @@ class Recording(Jacap):
         g = scoring.centred_leverage(torch.ones_like(w), view.values.float(), self.noise_var)
         LOG.append(dict(w=w[0], g=g[0], s=s[0].float()))
         return s
-
-def percentile(x, pos):   # mean over `pos` of the share of tokens scoring below each (1 = the top)
-    return float((x[None, :] < x[pos][:, None]).float().mean(-1).mean())
 
 def spread(x, skip=4): return float(x[skip:].clamp_min(1e-30).log().std())
 

@@ -22,8 +22,6 @@ def _scaled_capacity(gram, noise_var):
     return gram / s2[..., None] + torch.eye(gram.shape[-1], dtype=gram.dtype, device=gram.device), s2
 scoring._capacity_from_gram = _scaled_capacity
 
-def pct(x): return x.argsort(-1).argsort(-1).float() / (x.shape[-1] - 1)   # rank percentile per head, 1 = the top
-
 VARIANTS = {"default": dict()}
 VARIANTS.update({f"breadth={c}": dict(breadth=c) for c in (0.5, 2, 4, 8, 16)})
 VARIANTS.update({f"noise={m}x": dict(noise=m) for m in (0.01, 0.1, 10, 100)})
@@ -38,7 +36,7 @@ class Recording(Jacap):
         for name, kw in VARIANTS.items():
             kw = dict(kw); NOISE[0] = kw.pop("noise", 1.0)
             rec[name] = Jacap(**kw)(view).float(); NOISE[0] = 1.0
-        rec["rank union: prior alone or default"] = torch.maximum(pct(rec["prior alone"]), pct(rec["default"]))
+        rec["rank union: prior alone or default"] = scoring.rank_union(rec["prior alone"], rec["default"])
         LOG.append(rec)
         return out
 

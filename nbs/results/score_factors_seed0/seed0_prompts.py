@@ -1,5 +1,6 @@
 """The seed-0 passkey prompts `factor_spread.py` and `knob_scan.py` read (1K tokens of Britannica, five needle depths,
-`blank` format), each compressed once by the default press around a scorer that records what it needs."""
+`blank` format), each compressed once by the default press around a scorer that records what it needs, and where the
+key ranks under a score."""
 import torch
 from jacap_nb.bench import answer_token_positions
 from jacap_nb.cache import compress_layers
@@ -22,3 +23,7 @@ def each_prompt(models:list, n:int, scorer, log:list):
             compress_layers(EvictionPress(scorer, 0.75, **Jacap.press_defaults), model, capture_prefill(model, ids))
             yield name, torch.tensor(answer_token_positions(tok, ex, sep))
         del model
+
+def key_percentile(x, pos):
+    "Mean over the key's positions `pos` of the share of tokens that score below each (1 = the top) under `x` (N,)."
+    return float((x[None, :] < x[pos][:, None]).float().mean(-1).mean())

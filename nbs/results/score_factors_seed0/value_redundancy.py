@@ -8,7 +8,7 @@ import json, statistics, sys
 import torch
 from jacap_nb import scoring
 from jacap_nb.presses import Jacap
-from seed0_prompts import each_prompt
+from seed0_prompts import each_prompt, key_percentile as percentile
 
 LOG = []
 class Recording(Jacap):
@@ -17,7 +17,6 @@ class Recording(Jacap):
         LOG.append(view.values[0].float())
         return super().__call__(view)
 
-def percentile(x, pos): return float((x[None, :] < x[pos][:, None]).float().mean(-1).mean())
 def ranks(x): return x.argsort().argsort().float()
 def spearman(a, b): ra, rb = ranks(a) - ranks(a).mean(), ranks(b) - ranks(b).mean(); return float((ra @ rb) / (ra.norm() * rb.norm()))
 
