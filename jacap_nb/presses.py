@@ -128,7 +128,7 @@ class CapKV(Scorer):
         return torch.cat([sc.new_full((*sc.shape[:2], s), float(sc.max()) + 1), sc], -1)   # sinks first, as CapPress pads them
 
 # %% ../nbs/07_presses.ipynb #484cc256
-JACAP_SCORES = ("capacity", "attention", "union")
+JACAP_SCORES = ("capacity", "attention", "union", "cooccurrence")
 
 @dataclass(frozen=True)
 class Jacap(Scorer):
@@ -147,12 +147,15 @@ class Jacap(Scorer):
     score: str = "capacity"           # "capacity": centred-value leverage of the weights (the Jacobian capacity); "attention":
                                       # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head
                                       # (comparable across heads: for budget="heads"); "union": `scoring.rank_union` of
-                                      # the capacity and the prior alone
+                                      # the capacity and the prior alone; "cooccurrence": `scoring.cooccurrence_leverage`
+                                      # of the weights (O(N^3) per head: a few thousand tokens)
+    lookup_breadth: float = 16.0      # score="cooccurrence": the logit variance c of a lookup query
     backend: str = "auto"             # "triton": the kernels of 03b_fused; "torch": eager PyTorch; "auto": Triton for CUDA
                                       # tensors when it is installed, else torch
 
     def __post_init__(self):
         check_number("prior_weight", self.prior_weight, lo=0, hi=1); check_number("breadth", self.breadth, positive=True)
+        check_number("lookup_breadth", self.lookup_breadth, positive=True)
         if not isinstance(self.causal, bool): raise TypeError(f"causal must be True or False; got {self.causal!r}")
         check_int("block", self.block, 1, none_ok=True); check_int("halo", self.halo, 0); check_int("recent", self.recent, 1)
         check_noise_var(self.noise_var)
@@ -169,6 +172,7 @@ class Jacap(Scorer):
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
             w = self._prior(view, fused)
             if self.score == "attention": return w
+            if self.score == "cooccurrence": return self._cooccurrence(view, w)
             return (fused.triton_centred_leverage if fused else scoring.centred_leverage)(w, view.values, self.noise_var)
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
@@ -192,15 +196,23 @@ class Jacap(Scorer):
                                                     key_positions=None if kpos is None else kpos[..., None, :], n_sink=view.n_sink,
                                                     block=self.block, halo=self.halo, rope=rope, check=False).amax(-2)
             if self.score == "attention": return self._attention(view, worst, fused)
+            if self.score == "cooccurrence":
+                return self._cooccurrence(view, scoring._mixture(view.keys_pre, worst, self.prior_weight, self.breadth))
             return fused.triton_mixture_scores(view.keys_pre, view.values, worst, self.prior_weight, self.breadth, self.noise_var)
+        band = dict(causal=self.causal, key_positions=kpos, query_positions=qpos, n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
+        if self.score == "cooccurrence":
+            return self._cooccurrence(view, scoring._context_weights(view.keys, q, view.keys_pre, self.prior_weight, self.breadth, **band))
         return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
-                                            self.noise_var, check=False, causal=self.causal, key_positions=kpos, query_positions=qpos,
-                                            n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
+                                            self.noise_var, check=False, **band)
 
     def _prior(self, view, fused) -> Tensor:
         "E_prior[alpha] of the pre-RoPE keys, on the kernels when `fused` (the module) is given."
         if fused: return fused.triton_prior_attention(view.keys_pre, self.breadth)
         return scoring.prior_attention(view.keys_pre, self.breadth, check=False).float()
+
+    def _cooccurrence(self, view, w:Tensor) -> Tensor:
+        "score='cooccurrence': the kernel leverage of the weights `w` under the lookup prior (its noise is always \"auto\")."
+        return scoring.cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth)
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."
@@ -222,6 +234,8 @@ class JacapReplay(Jacap):
             return super().__call__(view)                                   # "union": Jacap's, whose capacity comes back here
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
+        if self.score == "cooccurrence":
+            return self._cooccurrence(view, scoring._mixture(view.keys_pre, view.replay_attention, self.prior_weight, self.breadth))
         mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
         return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)
 

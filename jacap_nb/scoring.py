@@ -15,7 +15,8 @@ from .checks import compute_dtype, check_number, check_finite, check_cache, chec
 # %% auto #0
 __all__ = ['BACKENDS', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'use_triton', 'key_leverage', 'prior_attention',
            'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
-           'jacap_context_scores', 'rank_union', 'capkv_weights', 'capkv_scores', 'select_tokens', 'top_sorted']
+           'jacap_context_scores', 'rank_union', 'cooccurrence_leverage', 'capkv_weights', 'capkv_scores',
+           'select_tokens', 'top_sorted']
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
 def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
@@ -362,6 +363,33 @@ def rank_union(a:Tensor, # scores (..., N), larger = keep
     "A token's larger rank share under `a` and under `b`: its top k holds the top k/2 of each ranking."
     share = lambda x: x.argsort(-1).argsort(-1).float() / max(x.shape[-1] - 1, 1)
     return torch.maximum(share(a), share(b))
+
+# %% ../nbs/01_scoring.ipynb #co01cd01
+def _hat(keys:Tensor, ridge:float=1e-3) -> Tensor:
+    "The ridge hat matrix of the centred keys, K~ (K~^T K~ + lambda I)^{-1} K~^T (..., N, N); its diagonal is `key_leverage`."
+    x = keys.to(compute_dtype(keys))
+    x = x - x.mean(-2, keepdim=True)
+    g = x.mT @ x
+    lam = (ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1)).clamp_min(torch.finfo(g.dtype).tiny)
+    return x @ torch.linalg.solve(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device), x.mT)
+
+def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
+                          values:Tensor,  # values (..., N, d_v)
+                          keys:Tensor,    # keys (..., N, d) for the prior (pre-RoPE: a position-free geometry)
+                          breadth:float=16.0, # c: the logit variance of a lookup query
+                          ridge:float=1e-3,
+                         ) -> Tensor:     # float32 (..., N) in [0, 1)
+    "Kernel leverage of G_ij = sqrt(w_i w_j) v~_i.v~_j exp(c N H_ij / d): tokens compete only where a query finds them together."
+    check_cache(keys, values); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
+    dt = compute_dtype(weights, values, keys)
+    w, v, n, d = weights.to(dt), values.to(dt), keys.shape[-2], keys.shape[-1]
+    v = v - (w[..., None, :] @ v) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)   # centred as the default's
+    e = breadth * n / d * _hat(keys.to(dt), ridge)
+    e = e - e.amax((-2, -1), keepdim=True)                         # a common factor: r does not change, nothing overflows
+    g = (e.exp_() * (v @ v.mT)).mul_(w.sqrt()[..., :, None] * w.sqrt()[..., None, :])
+    s2 = (g.diagonal(dim1=-2, dim2=-1).sum(-1) / v.shape[-1]).clamp_min(torch.finfo(dt).tiny)   # "auto": tr G / d_v
+    a = g + s2[..., None, None] * torch.eye(n, dtype=dt, device=g.device)   # eigenvalues in [s2, (d_v + 1) s2]: well conditioned
+    return (g * torch.cholesky_inverse(torch.linalg.cholesky(a))).sum(-1).float()   # [G A^{-1}]_ii, both symmetric
 
 # %% ../nbs/01_scoring.ipynb #02004cc3
 def capkv_weights(keys:Tensor,   # keys (..., N, d)
