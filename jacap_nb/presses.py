@@ -211,8 +211,8 @@ class Jacap(Scorer):
         return scoring.prior_attention(view.keys_pre, self.breadth, check=False).float()
 
     def _cooccurrence(self, view, w:Tensor) -> Tensor:
-        "score='cooccurrence': the kernel leverage of the weights `w` under the lookup prior (its noise is always \"auto\")."
-        return scoring.cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth)
+        "score='cooccurrence': the log kernel leverage of the weights `w` under the lookup prior (its noise is always \"auto\")."
+        return scoring.cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True)
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."

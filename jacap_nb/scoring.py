@@ -378,10 +378,11 @@ def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
                           keys:Tensor,    # keys (..., N, d) for the prior (pre-RoPE: a position-free geometry)
                           breadth:float=16.0, # c: the logit variance of a lookup query
                           ridge:float=1e-3,
-                         ) -> Tensor:     # float32 (..., N) in [0, 1)
+                          log:bool=False, # return log r: the weakest tokens' order survives float32 (their r underflows it)
+                         ) -> Tensor:     # float32 (..., N): r in [0, 1), or log r
     "Kernel leverage of G_ij = sqrt(w_i w_j) v~_i.v~_j exp(c N H_ij / d): tokens compete only where a query finds them together."
     check_cache(keys, values); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
-    dt = compute_dtype(weights, values, keys)
+    dt = torch.float64                                             # the factor spans e^(cN/d): float32 would zero most of G
     w, v, n, d = weights.to(dt), values.to(dt), keys.shape[-2], keys.shape[-1]
     v = v - (w[..., None, :] @ v) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)   # centred as the default's
     e = breadth * n / d * _hat(keys.to(dt), ridge)
@@ -389,7 +390,8 @@ def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
     g = (e.exp_() * (v @ v.mT)).mul_(w.sqrt()[..., :, None] * w.sqrt()[..., None, :])
     s2 = (g.diagonal(dim1=-2, dim2=-1).sum(-1) / v.shape[-1]).clamp_min(torch.finfo(dt).tiny)   # "auto": tr G / d_v
     a = g + s2[..., None, None] * torch.eye(n, dtype=dt, device=g.device)   # eigenvalues in [s2, (d_v + 1) s2]: well conditioned
-    return (g * torch.cholesky_inverse(torch.linalg.cholesky(a))).sum(-1).float()   # [G A^{-1}]_ii, both symmetric
+    r = (g * torch.cholesky_inverse(torch.linalg.cholesky(a))).sum(-1)   # [G A^{-1}]_ii, both symmetric
+    return (r.clamp_min(torch.finfo(dt).tiny).log() if log else r).float()
 
 # %% ../nbs/01_scoring.ipynb #02004cc3
 def capkv_weights(keys:Tensor,   # keys (..., N, d)
