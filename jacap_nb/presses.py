@@ -197,11 +197,11 @@ class Jacap(Scorer):
                                                     block=self.block, halo=self.halo, rope=rope, check=False).amax(-2)
             if self.score == "attention": return self._attention(view, worst, fused)
             if self.score == "cooccurrence":
-                return self._cooccurrence(view, scoring._mixture(view.keys_pre, worst, self.prior_weight, self.breadth))
+                return self._cooccurrence(view, scoring.jacap_mixture_weights(view.keys_pre, worst, self.prior_weight, self.breadth))
             return fused.triton_mixture_scores(view.keys_pre, view.values, worst, self.prior_weight, self.breadth, self.noise_var)
         band = dict(causal=self.causal, key_positions=kpos, query_positions=qpos, n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
         if self.score == "cooccurrence":
-            return self._cooccurrence(view, scoring._context_weights(view.keys, q, view.keys_pre, self.prior_weight, self.breadth, **band))
+            return self._cooccurrence(view, scoring.jacap_context_weights(view.keys, q, view.keys_pre, self.prior_weight, self.breadth, **band))
         return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
                                             self.noise_var, check=False, **band)
 
@@ -235,7 +235,7 @@ class JacapReplay(Jacap):
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
         if self.score == "cooccurrence":
-            return self._cooccurrence(view, scoring._mixture(view.keys_pre, view.replay_attention, self.prior_weight, self.breadth))
+            return self._cooccurrence(view, scoring.jacap_mixture_weights(view.keys_pre, view.replay_attention, self.prior_weight, self.breadth))
         mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
         return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)
 

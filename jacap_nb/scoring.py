@@ -15,8 +15,8 @@ from .checks import compute_dtype, check_number, check_finite, check_cache, chec
 # %% auto #0
 __all__ = ['BACKENDS', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'use_triton', 'key_leverage', 'prior_attention',
            'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
-           'jacap_context_scores', 'rank_union', 'cooccurrence_leverage', 'capkv_weights', 'capkv_scores',
-           'select_tokens', 'top_sorted']
+           'jacap_context_scores', 'rank_union', 'jacap_mixture_weights', 'cooccurrence_leverage', 'capkv_weights',
+           'capkv_scores', 'select_tokens', 'top_sorted']
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
 def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
@@ -372,6 +372,14 @@ def _hat(keys:Tensor, ridge:float=1e-3) -> Tensor:
     g = x.mT @ x
     lam = (ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1)).clamp_min(torch.finfo(g.dtype).tiny)
     return x @ torch.linalg.solve(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device), x.mT)
+
+def jacap_mixture_weights(keys:Tensor,         # keys (..., N, d) for the prior (pre-RoPE)
+                          context_term:Tensor, # max_t alpha_i(q_t) (..., N) from context (or replay) queries
+                          prior_weight:float=0.5, breadth:float=1.0,
+                         ) -> Tensor:          # float32 weights (..., N), summing to 1
+    "The weights `jacap_mixture_scores` takes the leverage of: pi E_prior[alpha] + (1 - pi) context_term / sum(context_term)."
+    check_cache(keys); check_number("prior_weight", prior_weight, lo=0, hi=1); check_number("breadth", breadth, positive=True)
+    return _mixture(keys, context_term, prior_weight, breadth)
 
 def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
                           values:Tensor,  # values (..., N, d_v)
