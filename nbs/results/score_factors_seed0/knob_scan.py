@@ -7,11 +7,11 @@ score the same keys, values and queries, and we count the share of the key's tok
 prior alone (its key-leverage order) and the rank union of the prior alone and the default (a token stays when either
 ranks it high: the top of max(percentile under the prior, percentile under the default)). Nothing is chosen here.
 Usage (main environment): python knob_scan.py OUT.json N_PROMPTS MODEL [MODEL ...]"""
-import json, statistics, sys
+import json, sys
 import torch
 from jacap_nb import scoring
 from jacap_nb.presses import Jacap
-from seed0_prompts import each_prompt
+from seed0_prompts import top_share_scan
 
 NOISE = [1.0]                       # the multiple of the "auto" noise variance the patched capacity step uses
 _capacity_from_gram = scoring._capacity_from_gram
@@ -40,20 +40,8 @@ class Recording(Jacap):
         LOG.append(rec)
         return out
 
-def kept(s, pos, keep):   # share of the key's tokens among each head's top `keep` of the tokens, mean over heads
-    thr = s.topk(max(1, int(keep * s.shape[-1])), -1).values[..., -1:]
-    return float((s[..., pos] >= thr).float().mean())
-
 out, n, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-acc = {}
-for name, pos in each_prompt(models, n, Recording(), LOG):
-    for layer, rec in enumerate(LOG):
-        for v, s in rec.items():
-            acc.setdefault(name, {}).setdefault(v, {}).setdefault(layer, []).append((kept(s[0], pos, 0.25), kept(s[0], pos, 0.10)))
-res = {name: {v: {"top25": round(statistics.mean(statistics.mean(r[0] for r in rs) for rs in d.values()), 3),
-                  "top10": round(statistics.mean(statistics.mean(r[1] for r in rs) for rs in d.values()), 3),
-                  "top25_per_layer": [round(statistics.mean(r[0] for r in rs), 3) for rs in d.values()]}
-              for v, d in per_model.items()} for name, per_model in acc.items()}
+res = top_share_scan(models, n, Recording(), LOG)
 for name, per_model in res.items():
     for v, r in per_model.items(): print(name, v, r, flush=True)
 json.dump(res, open(out, "w"), indent=1)

@@ -1,6 +1,7 @@
-"""The seed-0 passkey prompts `factor_spread.py` and `knob_scan.py` read (1K tokens of Britannica, five needle depths,
+"""The seed-0 passkey prompts this folder's scripts read (1K tokens of Britannica, five needle depths,
 `blank` format), each compressed once by the default press around a scorer that records what it needs, and where the
-key ranks under a score."""
+key ranks under a score (`key_percentile`, and `top_share_scan` for the scans)."""
+import statistics
 import torch
 from jacap_nb.bench import answer_token_positions
 from jacap_nb.cache import compress_layers
@@ -27,3 +28,21 @@ def each_prompt(models:list, n:int, scorer, log:list):
 def key_percentile(x, pos):
     "Mean over the key's positions `pos` of the share of tokens that score below each (1 = the top) under `x` (N,)."
     return float((x[None, :] < x[pos][:, None]).float().mean(-1).mean())
+
+def top_share(s, pos, keep):
+    "Share of the key's positions `pos` among each head's top `keep` of the tokens under scores `s` (heads, N), mean over heads."
+    thr = s.topk(max(1, int(keep * s.shape[-1])), -1).values[..., -1:]
+    return float((s[..., pos] >= thr).float().mean())
+
+def top_share_scan(models:list, n:int, scorer, log:list) -> dict:
+    """Per model and variant (the scorer appends one {variant: scores (1, heads, N)} per compressed layer to `log`): the
+    key's share of each head's top 25% and 10%, mean over layers and prompts, and the top-25% share per layer."""
+    acc = {}
+    for name, pos in each_prompt(models, n, scorer, log):
+        for layer, rec in enumerate(log):
+            for v, s in rec.items():
+                acc.setdefault(name, {}).setdefault(v, {}).setdefault(layer, []).append((top_share(s[0], pos, 0.25), top_share(s[0], pos, 0.10)))
+    return {name: {v: {"top25": round(statistics.mean(statistics.mean(r[0] for r in rs) for rs in d.values()), 3),
+                       "top10": round(statistics.mean(statistics.mean(r[1] for r in rs) for rs in d.values()), 3),
+                       "top25_per_layer": [round(statistics.mean(r[0] for r in rs), 3) for rs in d.values()]}
+                   for v, d in per_model.items()} for name, per_model in acc.items()}
