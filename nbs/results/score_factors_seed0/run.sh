@@ -7,14 +7,16 @@
 # (SET: gemma3-270m, smollm2, qwen2.5-coder-0.5b, smollm2-passkey; all four by default). Then, for the spreads:
 # python nbs/results/score_factors_seed0/factor_spread.py OUT/factor_spread.json 5 smollm2 qwen2.5-coder-0.5b gemma3-270m
 # and for the knobs: python nbs/results/score_factors_seed0/knob_scan.py OUT/knob_scan.json 5 smollm2 qwen2.5-coder-0.5b gemma3-270m
-# and value_redundancy.py and cooccurrence_scan.py with the same arguments (OUT/value_redundancy.json, OUT/cooccurrence_scan.json).
+# and value_redundancy.py, cooccurrence_scan.py and query_breadth.py with the same arguments (OUT/value_redundancy.json,
+# OUT/cooccurrence_scan.json, OUT/query_breadth.json).
 set -euo pipefail
 out=$1; shift; models=("${@:-gemma3-270m smollm2 qwen2.5-coder-0.5b smollm2-passkey}")
 methods=(jacap jacap:prior_weight=1,score=attention jacap:prior_weight=1 jacap:score=attention jacap:prior_weight=0
          jacap:prior_weight=0.75 jacap:prior_weight=0.9 jacap:score=union   # knob_scan.py's best candidates
-         jacap:score=cooccurrence)                                           # cooccurrence_scan.py's
+         jacap:score=cooccurrence                                            # cooccurrence_scan.py's
+         jacap:score=cooccurrence,lookup_breadth=1 jacap:score=cooccurrence,lookup_breadth=4)   # query_breadth.py's range
 for m in ${models[@]}; do case $m in
-  gemma3-270m) jacap-nb bench passkey --model $m --methods full "${methods[@]:0:5}" jacap:score=union jacap:score=cooccurrence --ratios 0.75 0.9 --seed 0 --n 2 \
+  gemma3-270m) jacap-nb bench passkey --model $m --methods full "${methods[@]:0:5}" jacap:score=union jacap:score=cooccurrence jacap:score=cooccurrence,lookup_breadth=4 --ratios 0.75 0.9 --seed 0 --n 2 \
                  --lengths 1024 --depths 0.1 0.3 0.5 0.7 0.9 --filler britannica --formats blank kvpress --threads 1 \
                  --out "$out/gemma3_passkey" ;;
   smollm2) jacap-nb bench needle --model $m --answer-prefix --methods full "${methods[@]}" --ratios 0.75 0.9 --seed 0 \

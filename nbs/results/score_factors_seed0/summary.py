@@ -7,7 +7,9 @@ NAMES = {"jacap": "default", "jacap:prior_weight=1,score=attention": "prior, no 
          "jacap:prior_weight=1": "prior + values", "jacap:score=attention": "mixture, no values",
          "jacap:prior_weight=0": "band + values", "jacap:prior_weight=0.75": "prior share 0.75",
          "jacap:prior_weight=0.9": "prior share 0.9", "jacap:score=union": "rank union",
-         "jacap:score=cooccurrence": "co-occurrence", "full": "full"}
+         "jacap:score=cooccurrence": "co-occurrence",
+         "jacap:score=cooccurrence,lookup_breadth=1": "co-occurrence c=1", "jacap:score=cooccurrence,lookup_breadth=4": "co-occurrence c=4",
+         "full": "full"}
 here = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent)
 for d in sorted(p for p in here.iterdir() if p.is_dir()):
     also = [here.parent / "defaults_seed0" / "smollm2_passkey"] if d.name == "smollm2_passkey" else []   # its default's rows
