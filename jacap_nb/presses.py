@@ -144,11 +144,7 @@ class Jacap(Scorer):
     halo: int = 16                    # band half-width
     recent: int = 64                  # recent queries kept for decoding-time evictions
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
-    score: str = "capacity"           # "capacity": centred-value leverage of the weights (the Jacobian capacity); "attention":
-                                      # the weights pi E_prior[alpha] + (1 - pi) max_t alpha, not normalised per head
-                                      # (comparable across heads: for budget="heads"); "union": `scoring.rank_union` of
-                                      # the capacity and the prior alone; "cooccurrence": `scoring.cooccurrence_leverage`
-                                      # of the weights (O(N^3) per head: a few thousand tokens)
+    score: str = "capacity"           # how the weights become a score: one of `JACAP_SCORES` (documented there)
     lookup_breadth: float = 16.0      # score="cooccurrence": the logit variance c of a lookup query
     backend: str = "auto"             # "triton": the kernels of 03b_fused; "torch": eager PyTorch; "auto": Triton for CUDA
                                       # tensors when it is installed, else torch
@@ -172,7 +168,7 @@ class Jacap(Scorer):
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
             w = self._prior(view, fused)
             if self.score == "attention": return w
-            if self.score == "cooccurrence": return self._cooccurrence(view, w)
+            if self.score == "cooccurrence": return self._cooccurrence(view, w)   # pi = 1: the mixture is the prior w
             return (fused.triton_centred_leverage if fused else scoring.centred_leverage)(w, view.values, self.noise_var)
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
@@ -189,29 +185,27 @@ class Jacap(Scorer):
         if torch.equal(view.positions, ar.expand_as(view.positions)) and torch.equal(qpos, ar[p - len(qpos):]):
             kpos = qpos = None                                                 # a plain prefill: the fast path
         else: kpos = view.positions
-        if fused or self.score == "attention":  # the band on Triton for a plain prefill; otherwise (or after an eviction:
+        if fused or self.score != "capacity":   # the band on Triton for a plain prefill; otherwise (or after an eviction:
             if fused and kpos is None and qpos is None and self.block is not None:          # a few exact queries) torch's
                 worst = fused.triton_band_attention(view.keys, q, view.n_sink, self.block, self.halo, self.causal, rope)
             else: worst = scoring.context_attention(view.keys[..., None, :, :], q, causal=self.causal, query_positions=qpos,
                                                     key_positions=None if kpos is None else kpos[..., None, :], n_sink=view.n_sink,
                                                     block=self.block, halo=self.halo, rope=rope, check=False).amax(-2)
             if self.score == "attention": return self._attention(view, worst, fused)
-            if self.score == "cooccurrence":
-                return self._cooccurrence(view, scoring.jacap_mixture_weights(view.keys_pre, worst, self.prior_weight, self.breadth))
+            if self.score == "cooccurrence": return self._cooccurrence(view, worst)
             return fused.triton_mixture_scores(view.keys_pre, view.values, worst, self.prior_weight, self.breadth, self.noise_var)
-        band = dict(causal=self.causal, key_positions=kpos, query_positions=qpos, n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
-        if self.score == "cooccurrence":
-            return self._cooccurrence(view, scoring.jacap_context_weights(view.keys, q, view.keys_pre, self.prior_weight, self.breadth, **band))
-        return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth,
-                                            self.noise_var, check=False, **band)
+        return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth, self.noise_var,
+                                            check=False, causal=self.causal, key_positions=kpos, query_positions=qpos,
+                                            n_sink=view.n_sink, block=self.block, halo=self.halo, rope=rope)
 
     def _prior(self, view, fused) -> Tensor:
         "E_prior[alpha] of the pre-RoPE keys, on the kernels when `fused` (the module) is given."
         if fused: return fused.triton_prior_attention(view.keys_pre, self.breadth)
         return scoring.prior_attention(view.keys_pre, self.breadth, check=False).float()
 
-    def _cooccurrence(self, view, w:Tensor) -> Tensor:
-        "score='cooccurrence': the log kernel leverage of the weights `w` under the lookup prior (its noise is always \"auto\")."
+    def _cooccurrence(self, view, context_term:Tensor) -> Tensor:
+        "score='cooccurrence': log kernel leverage of the mixture weights (prior + `context_term`) under the lookup prior."
+        w = scoring.jacap_mixture_weights(view.keys_pre, context_term, self.prior_weight, self.breadth)
         return scoring.cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True)
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
@@ -234,8 +228,7 @@ class JacapReplay(Jacap):
             return super().__call__(view)                                   # "union": Jacap's, whose capacity comes back here
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
-        if self.score == "cooccurrence":
-            return self._cooccurrence(view, scoring.jacap_mixture_weights(view.keys_pre, view.replay_attention, self.prior_weight, self.breadth))
+        if self.score == "cooccurrence": return self._cooccurrence(view, view.replay_attention)
         mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
         return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)
 
