@@ -146,12 +146,13 @@ class Jacap(Scorer):
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
     score: str = "capacity"           # how the weights become a score: one of `JACAP_SCORES` (documented there)
     lookup_breadth: float = 16.0      # score="cooccurrence": the logit variance c of a lookup query
+    pivots: int|None = None           # score="cooccurrence": pivots m of the partial Cholesky, O(N m (d + m)); None: exact, O(N^3)
     backend: str = "auto"             # "triton": the kernels of 03b_fused; "torch": eager PyTorch; "auto": Triton for CUDA
                                       # tensors when it is installed, else torch
 
     def __post_init__(self):
         check_number("prior_weight", self.prior_weight, lo=0, hi=1); check_number("breadth", self.breadth, positive=True)
-        check_number("lookup_breadth", self.lookup_breadth, positive=True)
+        check_number("lookup_breadth", self.lookup_breadth, positive=True); check_int("pivots", self.pivots, 0, none_ok=True)
         if not isinstance(self.causal, bool): raise TypeError(f"causal must be True or False; got {self.causal!r}")
         check_int("block", self.block, 1, none_ok=True); check_int("halo", self.halo, 0); check_int("recent", self.recent, 1)
         check_noise_var(self.noise_var)
@@ -206,7 +207,7 @@ class Jacap(Scorer):
     def _cooccurrence(self, view, context_term:Tensor) -> Tensor:
         "score='cooccurrence': log kernel leverage of the mixture weights (prior + `context_term`) under the lookup prior."
         w = scoring.jacap_mixture_weights(view.keys_pre, context_term, self.prior_weight, self.breadth)
-        return scoring.cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True)
+        return scoring.cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True, pivots=self.pivots)
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."

@@ -564,6 +564,21 @@ def test_jacap_cooccurrence_wires_the_weights_of_each_path():
             assert not torch.equal(co.topk(10, -1).indices.sort(-1).values, Jacap()(v).topk(10, -1).indices.sort(-1).values)
     with pytest.raises(ValueError, match="lookup_breadth"): Jacap(score="cooccurrence", lookup_breadth=0)
 
+def test_jacap_cooccurrence_pivots_reach_the_exact_score():
+    "pivots=m: as many pivots as tokens give the exact co-occurrence score on each path; a few pivots, another ranking close to it."
+    from jacap_nb.presses import Jacap, JacapReplay
+    with torch.no_grad():
+        for v in _layer_views():
+            n = v.keys.shape[2]
+            vr = v.with_changes(replay_attention=torch.rand(v.keys.shape[:3], generator=torch.Generator().manual_seed(0)))
+            for cls, view, kw in ((Jacap, v, {}), (Jacap, v, dict(prior_weight=1)), (JacapReplay, vr, dict(prior_weight=0.5))):
+                exact = cls(score="cooccurrence", lookup_breadth=4, **kw)(view)
+                torch.testing.assert_close(cls(score="cooccurrence", lookup_breadth=4, pivots=n, **kw)(view), exact, rtol=1e-4, atol=1e-4)
+                few = cls(score="cooccurrence", lookup_breadth=4, pivots=2, **kw)(view)
+                assert few.shape == exact.shape and few.isfinite().all()
+    with pytest.raises(ValueError, match="pivots"): Jacap(score="cooccurrence", pivots=-1)
+    with pytest.raises(TypeError, match="pivots"): Jacap(score="cooccurrence", pivots=2.5)
+
 # --- a LayerBudget: layers of different lengths, each with its own mask ---------------------------------------------------
 
 _LB = LayerBudget((0.01, 0.5), ((0.9, 0.1), (0.5, 0.0)), "test")      # layer 0 keeps about twice layer 1's share
