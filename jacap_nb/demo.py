@@ -11,7 +11,8 @@ import torch
 __all__ = ['DEMO_METHODS', 'MEASURED', 'demo', 'demo_parser', 'demo_cli']
 
 # %% ../nbs/10_demo.ipynb #b347613a
-from .presses import make_press, SCORERS
+from .presses import make_press
+from .scorers import SCORERS
 from .pipeline import compress_context, answer, PROMPT_FORMATS, shipped_layer_budget
 from .allocation import LayerBudget
 from .tasks import passkey_examples, passkey_correct, number_complete

@@ -31,7 +31,7 @@ from .capture import Prefill
 from .cache_layer import rank_protect
 from .view import LayerView
 from .models import attention_adapter
-from .presses import Scorer, Jacap
+from .scorers import Scorer, Jacap
 from .stats import QueryStats
 from .pipeline import PROMPT_FORMATS
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from .texts import filler_sentences
 from .allocation import LayerBudget
-from .presses import SCORERS, make_press
+from .presses import make_press
+from .scorers import SCORERS
 
 # %% auto #0
 __all__ = ['CALIBRATED', 'calibration_texts', 'MethodSpec', 'parse_value', 'parse_method']

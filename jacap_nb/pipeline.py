@@ -24,7 +24,8 @@ from .cache_layer import head_masks
 from .view import missing_press_members
 from .cache_layer import cache_bytes
 from .models import cache_kwarg, empty_cache, model_adapters
-from .presses import EvictionPress, PressWrapper, JacapReplay, Scorer
+from .presses import EvictionPress, PressWrapper
+from .scorers import JacapReplay, Scorer
 from .budgets import layer_budget_from_ids
 
 # %% ../nbs/08_pipeline.ipynb #205e7ed9

@@ -18,7 +18,8 @@ __all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'SHAPES', 'peak_tensor_byte
 # %% ../nbs/15_speed.ipynb #52240ca6
 from .capture import capture_prefill
 from .cache import compress_layers, cache_kwarg
-from .presses import make_press, DecodingEviction, Jacap
+from .presses import make_press, DecodingEviction
+from .scorers import Jacap
 from .methods import parse_method
 from .bench import library_versions, portable_arg
 from .report import markdown_table, method_color

@@ -44,7 +44,7 @@ JACAP_PRESSES = '''
 
 # --- added by jacap_nb's tests/kvpress_suite.py -------------------------------------------------------------------
 from jacap_nb.kvpress_compat import JacapPress
-from jacap_nb.presses import CapKV
+from jacap_nb.scorers import CapKV
 
 class JacapCapKVPress(JacapPress):
     "JacapPress with jacap_nb's CapKV scorer."

@@ -15,7 +15,8 @@ from jacap_nb.capture import capture_prefill
 from jacap_nb.cache_layer import head_masks
 from jacap_nb.cache_layer import CompressedLayer, cache_bytes
 from jacap_nb.models import tiny_model, cache_kwarg, model_adapters
-from jacap_nb.presses import SCORERS, Scorer, make_press, EvictionPress, KNorm
+from jacap_nb.presses import make_press, EvictionPress
+from jacap_nb.scorers import SCORERS, Scorer, KNorm
 from tinytools import count_attention_calls, rand_ids, physical, held
 
 ARCHS = ["llama", "mistral", "qwen2", "qwen3"]
@@ -512,7 +513,7 @@ def _layer_views(n:int=50) -> list:
 
 def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
     "prior_weight=1 returns before reading any query; its scores are the mixture's at pi = 1 on the same layer."
-    from jacap_nb.presses import Jacap
+    from jacap_nb.scorers import Jacap
     with torch.no_grad():
         for v in _layer_views():
             b, hkv, p, d = v.keys.shape
@@ -524,7 +525,7 @@ def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
 
 def test_jacap_union_keeps_the_top_of_both_rankings():
     "score='union': any k kept tokens hold the top k/2 of the capacity's ranking and of the prior alone's, per head."
-    from jacap_nb.presses import Jacap
+    from jacap_nb.scorers import Jacap
     with torch.no_grad():
         for v in _layer_views():
             cap, prior, union = Jacap()(v), Jacap(prior_weight=1, score="attention")(v), Jacap(score="union")(v)
@@ -539,7 +540,7 @@ def test_jacap_union_keeps_the_top_of_both_rankings():
 
 def test_jacap_replay_union_reads_the_replayed_queries():
     "JacapReplay(score='union') ranks by the replay's capacity and the prior; without a replay, by Jacap's union."
-    from jacap_nb.presses import Jacap, JacapReplay
+    from jacap_nb.scorers import Jacap, JacapReplay
     with torch.no_grad():
         for v in _layer_views():
             vr = v.with_changes(replay_attention=torch.rand(v.keys.shape[:3], generator=torch.Generator().manual_seed(0)))
@@ -551,7 +552,7 @@ def test_jacap_replay_union_reads_the_replayed_queries():
 
 def test_jacap_cooccurrence_wires_the_weights_of_each_path():
     "score='cooccurrence' (log r) at a vanishing lookup breadth is the capacity's value step, on the band, prior-only and replay paths."
-    from jacap_nb.presses import Jacap, JacapReplay
+    from jacap_nb.scorers import Jacap, JacapReplay
     tiny = dict(score="cooccurrence", lookup_breadth=1e-9)
     with torch.no_grad():
         for v in _layer_views():
@@ -566,7 +567,7 @@ def test_jacap_cooccurrence_wires_the_weights_of_each_path():
 
 def test_jacap_cooccurrence_pivots_reach_the_exact_score():
     "pivots=m: as many pivots as tokens give the exact co-occurrence score on each path; a few pivots, another ranking close to it."
-    from jacap_nb.presses import Jacap, JacapReplay
+    from jacap_nb.scorers import Jacap, JacapReplay
     with torch.no_grad():
         for v in _layer_views():
             n = v.keys.shape[2]

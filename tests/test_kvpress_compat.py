@@ -14,7 +14,8 @@ from jacap_nb.capture import capture_prefill
 from jacap_nb.kvpress_compat import JacapPress, make_kvpress, kvpress_replay, kvpress_generate
 from jacap_nb.models import tiny_model, load_smollm2, smollm2_cache_dir
 from jacap_nb.pipeline import PROMPT_FORMATS, generate, compress_context, encode_prompt
-from jacap_nb.presses import SCORERS, make_press
+from jacap_nb.presses import make_press
+from jacap_nb.scorers import SCORERS
 from jacap_nb.report import load_rows
 from jacap_nb.tasks import passkey_examples
 from jacap_nb.texts import token_counter

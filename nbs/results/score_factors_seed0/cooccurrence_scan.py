@@ -8,7 +8,7 @@ Usage (main environment): python cooccurrence_scan.py OUT.json N_PROMPTS MODEL [
 import json, sys
 import torch
 from jacap_nb import scoring
-from jacap_nb.presses import Jacap
+from jacap_nb.scorers import Jacap
 from seed0_prompts import top_share_scan
 
 WEIGHTS = []

@@ -7,7 +7,7 @@ Usage (main environment): python factor_spread.py OUT.json N_PROMPTS MODEL [MODE
 import json, statistics, sys
 import torch
 from jacap_nb import scoring
-from jacap_nb.presses import Jacap
+from jacap_nb.scorers import Jacap
 from seed0_prompts import each_prompt, key_percentile as percentile
 
 LOG = []

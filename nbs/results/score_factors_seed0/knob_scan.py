@@ -10,7 +10,7 @@ Usage (main environment): python knob_scan.py OUT.json N_PROMPTS MODEL [MODEL ..
 import json, sys
 import torch
 from jacap_nb import scoring
-from jacap_nb.presses import Jacap
+from jacap_nb.scorers import Jacap
 from seed0_prompts import top_share_scan
 
 NOISE = [1.0]                       # the multiple of the "auto" noise variance the patched capacity step uses

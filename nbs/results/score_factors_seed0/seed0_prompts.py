@@ -8,7 +8,8 @@ from jacap_nb.cache import compress_layers
 from jacap_nb.capture import capture_prefill
 from jacap_nb.models import load_model
 from jacap_nb.pipeline import encode_prompt, PROMPT_FORMATS
-from jacap_nb.presses import EvictionPress, Jacap
+from jacap_nb.presses import EvictionPress
+from jacap_nb.scorers import Jacap
 from jacap_nb.tasks import passkey_examples
 
 def each_prompt(models:list, n:int, scorer, log:list):
