@@ -15,6 +15,7 @@ __all__ = ['JACAP_SCORES', 'SCORERS', 'Scorer', 'KNorm', 'KeyDiff', 'Streaming',
 
 # %% ../nbs/06c_scorers.ipynb #sc06c006
 from . import scoring, baselines
+from .cooccurrence import cooccurrence_leverage
 from .checks import check_int, check_number, check_noise_var
 from .view import StatsConfig, LayerView
 
@@ -200,7 +201,7 @@ class Jacap(Scorer):
     def _cooccurrence(self, view, context_term:Tensor) -> Tensor:
         "score='cooccurrence': log kernel leverage of the mixture weights (prior + `context_term`) under the lookup prior."
         w = scoring.jacap_mixture_weights(view.keys_pre, context_term, self.prior_weight, self.breadth)
-        return scoring.cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True, pivots=self.pivots)
+        return cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True, pivots=self.pivots)
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."

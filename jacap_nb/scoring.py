@@ -10,13 +10,13 @@ import torch.nn.functional as F
 from torch import Tensor
 from .theory import auto_noise_var
 from .rope import rope_into
-from .checks import compute_dtype, check_int, check_number, check_finite, check_cache, check_query, check_broadcast, check_noise_var, broadcast_shape
+from .checks import compute_dtype, check_number, check_finite, check_cache, check_query, check_broadcast, check_noise_var, broadcast_shape
 
 # %% auto #0
 __all__ = ['BACKENDS', 'leverage_scores', 'jacap_weights', 'jacap_scores', 'use_triton', 'key_leverage', 'prior_attention',
            'context_attention', 'jacap_context_weights', 'centred_leverage', 'jacap_mixture_scores',
-           'jacap_context_scores', 'rank_union', 'jacap_mixture_weights', 'cooccurrence_leverage', 'capkv_weights',
-           'capkv_scores', 'select_tokens', 'top_sorted']
+           'jacap_context_scores', 'rank_union', 'jacap_mixture_weights', 'capkv_weights', 'capkv_scores',
+           'select_tokens', 'top_sorted']
 
 # %% ../nbs/01_scoring.ipynb #83c77ce6
 def _leverage(weights:Tensor, values:Tensor, noise_var) -> Tensor:
@@ -365,19 +365,6 @@ def rank_union(a:Tensor, # scores (..., N), larger = keep
     return torch.maximum(share(a), share(b))
 
 # %% ../nbs/01_scoring.ipynb #co01cd01
-def _whitened(keys:Tensor, ridge:float=1e-3) -> tuple[Tensor, Tensor]:
-    "The centred keys K~ and K~ (K~^T K~ + lambda I)^{-1} (..., N, d): the hat matrix is the one times the other's transpose."
-    x = keys.to(compute_dtype(keys))
-    x = x - x.mean(-2, keepdim=True)
-    g = x.mT @ x
-    lam = (ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1)).clamp_min(torch.finfo(g.dtype).tiny)
-    return x, torch.linalg.solve(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device), x.mT).mT
-
-def _hat(keys:Tensor, ridge:float=1e-3) -> Tensor:
-    "The ridge hat matrix of the centred keys, K~ (K~^T K~ + lambda I)^{-1} K~^T (..., N, N); its diagonal is `key_leverage`."
-    x, z = _whitened(keys, ridge)
-    return x @ z.mT
-
 def jacap_mixture_weights(keys:Tensor,         # keys (..., N, d) for the prior (pre-RoPE)
                           context_term:Tensor, # max_t alpha_i(q_t) (..., N) from context (or replay) queries
                           prior_weight:float=0.5, breadth:float=1.0,
@@ -385,56 +372,6 @@ def jacap_mixture_weights(keys:Tensor,         # keys (..., N, d) for the prior 
     "The weights `jacap_mixture_scores` takes the leverage of: pi E_prior[alpha] + (1 - pi) context_term / sum(context_term)."
     check_cache(keys); check_number("prior_weight", prior_weight, lo=0, hi=1); check_number("breadth", breadth, positive=True)
     return _mixture(keys, context_term, prior_weight, breadth)
-
-def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
-                          values:Tensor,  # values (..., N, d_v)
-                          keys:Tensor,    # keys (..., N, d) for the prior (pre-RoPE: a position-free geometry)
-                          breadth:float=16.0, # c: the logit variance of a lookup query
-                          ridge:float=1e-3,
-                          log:bool=False, # return log r: the weakest tokens' order survives float32 (their r underflows it)
-                          pivots:int|None=None, # m: G through m pivots of a partial Cholesky plus its residual diagonal,
-                                                # O(N m (d + m)) (m = N: exact); None: the exact N x N leverage, O(N^3)
-                         ) -> Tensor:     # float32 (..., N): r in [0, 1), or log r
-    "Kernel leverage of G_ij = sqrt(w_i w_j) v~_i.v~_j exp(c N H_ij / d): tokens compete only where a query finds them together."
-    check_cache(keys, values); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
-    check_int("pivots", pivots, 0, none_ok=True)
-    dt = torch.float64                                             # the factor spans e^(cN/d): float32 would zero most of G
-    w, v, n, d = weights.to(dt), values.to(dt), keys.shape[-2], keys.shape[-1]
-    v = v - (w[..., None, :] @ v) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)   # centred as the default's
-    if pivots is not None: return _pivoted_cooccurrence(w, v, keys.to(dt), breadth, ridge, log, min(pivots, n))
-    e = breadth * n / d * _hat(keys.to(dt), ridge)
-    e = e - e.amax((-2, -1), keepdim=True)                         # a common factor: r does not change, nothing overflows
-    g = (e.exp_() * (v @ v.mT)).mul_(w.sqrt()[..., :, None] * w.sqrt()[..., None, :])
-    s2 = (g.diagonal(dim1=-2, dim2=-1).sum(-1) / v.shape[-1]).clamp_min(torch.finfo(dt).tiny)   # "auto": tr G / d_v
-    a = g + s2[..., None, None] * torch.eye(n, dtype=dt, device=g.device)   # eigenvalues in [s2, (d_v + 1) s2]: well conditioned
-    r = (g * torch.cholesky_inverse(torch.linalg.cholesky(a))).sum(-1)   # [G A^{-1}]_ii, both symmetric
-    return (r.clamp_min(torch.finfo(dt).tiny).log() if log else r).float()
-
-def _pivoted_cooccurrence(w, v, keys, breadth, ridge, log, m):
-    "`cooccurrence_leverage` with G = L L^T + diag(rho): m greedy pivots of a partial Cholesky, the residual as a diagonal."
-    tiny = torch.finfo(w.dtype).tiny
-    x, z = _whitened(keys, ridge)
-    z = z * (breadth * keys.shape[-2] / keys.shape[-1])               # e_ij = x_i.z_j = c N H_ij / d
-    e_diag = (x * z).sum(-1)
-    e_max = e_diag.amax(-1, keepdim=True)                              # H is PSD: no e_ij exceeds the largest e_ii
-    log_diag = w.clamp_min(tiny).log() + (v * v).sum(-1).clamp_min(tiny).log() + e_diag - e_max   # log G_ii (shifted)
-    rho = log_diag.exp()                                               # what the pivots have not explained yet
-    s2 = (rho.sum(-1) / v.shape[-1]).clamp_min(tiny)                  # "auto": tr G / d_v
-    sw, l = w.sqrt(), rho.new_zeros(*rho.shape, m)
-    rows = lambda a, j: a.gather(-2, j[..., None].expand(*j.shape, a.shape[-1]))   # rows j (..., 1) of a (..., N, k)
-    for t in range(m):                                                 # the largest residual first
-        j = rho.argmax(-1, keepdim=True)
-        col = ((x @ rows(z, j).mT)[..., 0] - e_max).exp() * (v @ rows(v, j).mT)[..., 0] * sw * sw.gather(-1, j)   # G[:, j]
-        col = col - (l[..., :t] @ rows(l, j)[..., :t].mT)[..., 0]
-        pj = rho.gather(-1, j)
-        l[..., t] = torch.where(pj > 1e-12 * s2[..., None], col / pj.clamp_min(tiny).sqrt(), 0)   # under the ridge: nothing left
-        rho = (rho - l[..., t] ** 2).clamp_min(0)
-    dd = rho + s2[..., None]                                           # Woodbury around diag(rho) + s2 I
-    a = l.mT @ (l / dd[..., None]) + torch.eye(m, dtype=l.dtype, device=l.device)
-    u = (l * torch.cholesky_solve(l.mT, torch.linalg.cholesky(a)).mT).sum(-1)
-    r = rho / dd + s2[..., None] * u / dd ** 2
-    if not log: return r.float()
-    return torch.where(r > 0, r.clamp_min(tiny).log(), log_diag - s2.log()[..., None]).float()   # underflowed: r ~ G_ii / s2
 
 # %% ../nbs/01_scoring.ipynb #02004cc3
 def capkv_weights(keys:Tensor,   # keys (..., N, d)

@@ -1,6 +1,6 @@
 """Does the co-occurrence leverage keep the key where the default's value step loses it? The same seed-0 passkey
 prompts and count as `knob_scan.py` (the share of the key's tokens in each KV head's top 25% / 10%, per compressed
-layer), for the default, the prior alone, the rank union and `scoring.cooccurrence_leverage` of the default's mixture
+layer), for the default, the prior alone, the rank union and `cooccurrence.cooccurrence_leverage` of the default's mixture
 weights at lookup breadths c = 1, 4, 16 (log r, as the press ranks). Two ablations at c = 16 say which part does the
 work: without the values (the Gram is the co-occurrence factor alone) and without the off-diagonal co-occurrence (each
 token's own factor only, no competition). Nothing is chosen here.
@@ -8,6 +8,7 @@ Usage (main environment): python cooccurrence_scan.py OUT.json N_PROMPTS MODEL [
 import json, sys
 import torch
 from jacap_nb import scoring
+from jacap_nb.cooccurrence import cooccurrence_leverage, _hat
 from jacap_nb.scorers import Jacap
 from seed0_prompts import top_share_scan
 
@@ -21,7 +22,7 @@ def ablation(w, values, keys, c, off_diagonal=True, with_values=True):
     "The co-occurrence Gram with one part removed, its log kernel leverage (float64, `noise_var` 'auto' as in the library)."
     w, v, n, d = w.double(), values.double(), keys.shape[-2], keys.shape[-1]
     v = v - (w[..., None, :] @ v) / w.sum(-1)[..., None, None]
-    e = c * n / d * scoring._hat(keys.double())
+    e = c * n / d * _hat(keys.double())
     if not off_diagonal: return (w.log() + 2 * v.norm(dim=-1).log() + e.diagonal(dim1=-2, dim2=-1)).float()   # a diagonal G: r ranks like G_ii
     g = (e - e.amax((-2, -1), keepdim=True)).exp() * w.sqrt()[..., :, None] * w.sqrt()[..., None, :]
     if with_values: g = g * (v @ v.mT)
@@ -37,7 +38,7 @@ class Recording(Jacap):
         w, k, v = WEIGHTS[-1], view.keys_pre, view.values
         rec = {"default": out.float(), "prior alone": Jacap(prior_weight=1.0, score="attention")(view).float()}
         rec["rank union"] = scoring.rank_union(rec["prior alone"], rec["default"])
-        for c in (1, 4, 16): rec[f"cooccurrence c={c}"] = scoring.cooccurrence_leverage(w, v, k, breadth=c, log=True)
+        for c in (1, 4, 16): rec[f"cooccurrence c={c}"] = cooccurrence_leverage(w, v, k, breadth=c, log=True)
         rec["c=16 without values"] = ablation(w, v, k, 16, with_values=False)
         rec["c=16 without co-occurrence"] = ablation(w, v, k, 16, off_diagonal=False)
         LOG.append(rec)

@@ -1,4 +1,4 @@
-"""Does the co-occurrence leverage through m pivots (`scoring.cooccurrence_leverage(..., pivots=m)`, a partial
+"""Does the co-occurrence leverage through m pivots (`cooccurrence.cooccurrence_leverage(..., pivots=m)`, a partial
 Cholesky) rank like the exact one? Seed-0 passkey prompts as `cooccurrence_scan.py`; in every compressed layer, the
 exact leverage at lookup breadth c = 4 of the default's mixture weights against m = 0, 4, 16, 64 pivots (PIVOTS in the
 environment changes the list): the share of the exact top 25% / 10% each keeps per head, the key's share of each
@@ -7,6 +7,7 @@ Usage (main environment): python landmark_scan.py OUT.json N_PROMPTS MODEL [MODE
 import json, os, statistics, sys, time
 import torch
 from jacap_nb import scoring
+from jacap_nb.cooccurrence import cooccurrence_leverage
 from jacap_nb.scorers import Jacap
 from seed0_prompts import each_prompt, top_share
 
@@ -27,8 +28,8 @@ class Recording(Jacap):
         WEIGHTS.clear()
         out = super().__call__(view)
         w, k, v = WEIGHTS[-1], view.keys_pre, view.values
-        rec = {"exact": timed("exact", lambda: scoring.cooccurrence_leverage(w, v, k, breadth=4, log=True))}
-        for m in M: rec[f"m={m}"] = timed(f"m={m}", lambda: scoring.cooccurrence_leverage(w, v, k, breadth=4, log=True, pivots=m))
+        rec = {"exact": timed("exact", lambda: cooccurrence_leverage(w, v, k, breadth=4, log=True))}
+        for m in M: rec[f"m={m}"] = timed(f"m={m}", lambda: cooccurrence_leverage(w, v, k, breadth=4, log=True, pivots=m))
         LOG.append(rec); return out
 
 def kept(a, e, keep):

@@ -1,6 +1,6 @@
 """The lookup breadth the models' own queries have: on the seed-0 passkey prompts, per compressed layer and KV head, the
 mean squared logit of a context query against the centred pre-RoPE keys, E_t[q_t^T (K~^T K~ / N) q_t] / d. Under the
-lookup prior of `scoring.cooccurrence_leverage`, q ~ N(0, c N (K~^T K~)^{-1}), this is c (the mean over the keys of a
+lookup prior of `cooccurrence.cooccurrence_leverage`, q ~ N(0, c N (K~^T K~)^{-1}), this is c (the mean over the keys of a
 logit's variance), so it says which breadth c the models' queries match.
 Usage: python query_breadth.py OUT.json N_PROMPTS MODEL [MODEL ...]"""
 import json, statistics, sys
