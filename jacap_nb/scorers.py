@@ -138,9 +138,9 @@ class Jacap(Scorer):
     halo: int = 16                    # band half-width
     recent: int = 64                  # recent queries kept for decoding-time evictions
     noise_var: float|str = "auto"     # sigma^2 > 0, or "auto" (scale-free, 00_theory section 9)
-    score: str = "capacity"           # how the weights become a score: one of `JACAP_SCORES` (documented there)
-    lookup_breadth: float = 16.0      # score="cooccurrence": the logit variance c of a lookup query
-    pivots: int|None = None           # score="cooccurrence": pivots m of the partial Cholesky, O(N m (d + m)); None: exact, O(N^3)
+    score: str = "cooccurrence"       # how the weights become a score: one of `JACAP_SCORES` (documented there)
+    lookup_breadth: float = 4.0       # score="cooccurrence": the logit variance c of a lookup query
+    pivots: int|None = 16             # score="cooccurrence": pivots m of the partial Cholesky, O(N m (d + m)); None: exact, O(N^3)
     backend: str = "auto"             # "triton": the kernels of 03b_fused; "torch": eager PyTorch; "auto": Triton for CUDA
                                       # tensors when it is installed, else torch
 

@@ -4,10 +4,10 @@ the notebooks state once and these grids check over architectures, scorers and w
 06_cache / 07_presses already check, cell by cell: CompressedLayer bookkeeping, select_slots / rank_protect on a hand
 example, a minimal press hooked on llama, replay == hooked prefill for every scorer on llama, keys_pre, nested presses
 refused, share_layer_scores, DecodingEviction targets. Not repeated here."""
-import copy, warnings
+import copy, inspect, warnings
 import pytest, torch
 from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
-from jacap_nb import scoring, baselines
+from jacap_nb import scoring, scorers, baselines
 from jacap_nb.allocation import LayerBudget
 from jacap_nb.cache import compress_layers, active_run
 from jacap_nb.allocation import layer_counts
@@ -234,15 +234,25 @@ def test_padded_batch_decoding_eviction_jacap_tight_budget(models):
     assert _until_eos(both[1, 48:]) == _until_eos(alone_b[0, 30:])
 
 
-def test_jacap_decoding_queries_and_keys_share_a_frame(monkeypatch, models):
+def _spy_context_attention(monkeypatch, record):
+    "Call record(arguments) on every context-attention call (both Jacap scores read the band through it)."
+    real = scoring._context_attention
+    sig = inspect.signature(real)
+    def spy(*a, **kw):
+        b = sig.bind(*a, **kw); b.apply_defaults(); record(b.arguments)
+        return real(*a, **kw)
+    monkeypatch.setattr(scoring, "_context_attention", spy)
+
+
+@pytest.mark.parametrize("score", ["cooccurrence", "capacity"])
+def test_jacap_decoding_queries_and_keys_share_a_frame(score, monkeypatch, models):
     m = models["llama"]
     _, _, ids, am = _padded_pair()
-    real, seen = scoring.jacap_context_scores, []
-    def spy(keys, values, queries, *a, **kw):
-        if queries.shape[-2] < 40: seen.append((int(kw["key_positions"].max()), int(kw["query_positions"].max())))
-        return real(keys, values, queries, *a, **kw)
-    monkeypatch.setattr(scoring, "_context_scores", spy)
-    with make_press("jacap", 0.5, window=2, max_cache_tokens=30, interval=4)(m):
+    seen = []
+    def record(a):
+        if a["queries"].shape[-2] < 40: seen.append((int(a["key_positions"].max()), int(a["query_positions"].max())))
+    _spy_context_attention(monkeypatch, record)
+    with make_press("jacap", 0.5, score=score, window=2, max_cache_tokens=30, interval=4)(m):
         m.generate(ids, attention_mask=am, max_new_tokens=8, do_sample=False, pad_token_id=0)
     assert seen
     for kmax, qmax in seen: assert qmax == kmax         # the newest query is the newest token, which is also the newest key
@@ -291,9 +301,10 @@ def test_rows_shorter_than_the_query_window(name, models):
 # --- fallback ----------------------------------------------------------------------------------------------------------
 
 def _broken_jacap(kind):
+    "A stand-in for the default score's factorisation step (`cooccurrence_leverage` of the weights (B, H, N)) that fails."
     def f(*a, **k):
         if kind == "linalg": raise torch.linalg.LinAlgError("linalg.cholesky: The factorization could not be completed")
-        return torch.full(a[0].shape[:-1], float("nan"))
+        return torch.full(a[0].shape, float("nan"))
     return f
 
 
@@ -303,7 +314,7 @@ def test_fallback_to_sliding_window(kind, monkeypatch, models):
     warns once and counts every fallback, at prefill and while decoding."""
     m = models["llama"]
     opts = dict(deadline=1e-12) if kind == "deadline" else {}
-    if kind != "deadline": monkeypatch.setattr(scoring, "_context_scores", _broken_jacap(kind))
+    if kind != "deadline": monkeypatch.setattr(scorers, "cooccurrence_leverage", _broken_jacap(kind))
     press = make_press("jacap", 0.5, max_cache_tokens=24, interval=4, **opts)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
@@ -319,7 +330,7 @@ def test_fallback_to_sliding_window(kind, monkeypatch, models):
 def test_fallback_keeps_what_streaming_keeps(monkeypatch, models):
     "The fallback is StreamingLLM's selection: same kept positions as the `streaming` scorer."
     m = models["llama"]
-    monkeypatch.setattr(scoring, "_context_scores", _broken_jacap("linalg"))
+    monkeypatch.setattr(scorers, "cooccurrence_leverage", _broken_jacap("linalg"))
     ids = rand_ids(40, seed=6)
     with pytest.warns(UserWarning, match="falling back"):
         _, broken = compress_layers(make_press("jacap", 0.5), m, capture_prefill(m, ids))
@@ -519,8 +530,8 @@ def test_jacap_prior_alone_equals_the_mixture_at_weight_one():
             b, hkv, p, d = v.keys.shape
             q = v.queries[:, :, 4:].reshape(b, hkv, v.group, -1, d)
             want = scoring.jacap_context_scores(v.keys, v.values, q, v.keys_pre, 1.0, 1.0, "auto")
-            torch.testing.assert_close(Jacap(prior_weight=1)(v), want)
-            assert not torch.allclose(Jacap()(v), want)          # the default (pi = 0.5) is another score
+            torch.testing.assert_close(Jacap(prior_weight=1, score="capacity")(v), want)
+            assert not torch.allclose(Jacap(score="capacity")(v), want)          # pi = 0.5 is another score
 
 
 def test_jacap_union_keeps_the_top_of_both_rankings():
@@ -528,7 +539,7 @@ def test_jacap_union_keeps_the_top_of_both_rankings():
     from jacap_nb.scorers import Jacap
     with torch.no_grad():
         for v in _layer_views():
-            cap, prior, union = Jacap()(v), Jacap(prior_weight=1, score="attention")(v), Jacap(score="union")(v)
+            cap, prior, union = Jacap(score="capacity")(v), Jacap(prior_weight=1, score="attention")(v), Jacap(score="union")(v)
             assert union.shape == cap.shape and ((union >= 0) & (union <= 1)).all()
             for k in (2, 10, 24):
                 kept = union.topk(k, -1).indices
@@ -553,16 +564,16 @@ def test_jacap_replay_union_reads_the_replayed_queries():
 def test_jacap_cooccurrence_wires_the_weights_of_each_path():
     "score='cooccurrence' (log r) at a vanishing lookup breadth is the capacity's value step, on the band, prior-only and replay paths."
     from jacap_nb.scorers import Jacap, JacapReplay
-    tiny = dict(score="cooccurrence", lookup_breadth=1e-9)
+    tiny, cap = dict(score="cooccurrence", lookup_breadth=1e-9, pivots=None), dict(score="capacity")
     with torch.no_grad():
         for v in _layer_views():
             vr = v.with_changes(replay_attention=torch.rand(v.keys.shape[:3], generator=torch.Generator().manual_seed(0)))
-            for a, b in ((Jacap(**tiny)(v), Jacap()(v)), (Jacap(prior_weight=1, **tiny)(v), Jacap(prior_weight=1)(v)),
+            for a, b in ((Jacap(**tiny)(v), Jacap(**cap)(v)), (Jacap(prior_weight=1, **tiny)(v), Jacap(prior_weight=1, **cap)(v)),
                          (JacapReplay(prior_weight=0.5, **tiny)(vr), JacapReplay(score="capacity", prior_weight=0.5)(vr))):
                 torch.testing.assert_close(a.exp(), b, rtol=1e-3, atol=1e-4)
-            co = Jacap(score="cooccurrence")(v)                                     # the lookup prior changes the ranking
-            assert co.shape == Jacap()(v).shape and (co < 0).all() and co.isfinite().all()
-            assert not torch.equal(co.topk(10, -1).indices.sort(-1).values, Jacap()(v).topk(10, -1).indices.sort(-1).values)
+            co = Jacap()(v)                                     # the default: the lookup prior changes the capacity's ranking
+            assert co.shape == Jacap(**cap)(v).shape and (co < 0).all() and co.isfinite().all()
+            assert not torch.equal(co.topk(10, -1).indices.sort(-1).values, Jacap(**cap)(v).topk(10, -1).indices.sort(-1).values)
     with pytest.raises(ValueError, match="lookup_breadth"): Jacap(score="cooccurrence", lookup_breadth=0)
 
 def test_jacap_cooccurrence_pivots_reach_the_exact_score():
@@ -573,7 +584,7 @@ def test_jacap_cooccurrence_pivots_reach_the_exact_score():
             n = v.keys.shape[2]
             vr = v.with_changes(replay_attention=torch.rand(v.keys.shape[:3], generator=torch.Generator().manual_seed(0)))
             for cls, view, kw in ((Jacap, v, {}), (Jacap, v, dict(prior_weight=1)), (JacapReplay, vr, dict(prior_weight=0.5))):
-                exact = cls(score="cooccurrence", lookup_breadth=4, **kw)(view)
+                exact = cls(score="cooccurrence", lookup_breadth=4, pivots=None, **kw)(view)
                 torch.testing.assert_close(cls(score="cooccurrence", lookup_breadth=4, pivots=n, **kw)(view), exact, rtol=1e-4, atol=1e-4)
                 few = cls(score="cooccurrence", lookup_breadth=4, pivots=2, **kw)(view)
                 assert few.shape == exact.shape and few.isfinite().all()
@@ -787,13 +798,13 @@ def test_qwen2_with_one_window_layer_compresses_the_other():
     assert run.window_layers == [1] and [r["layer"] for r in run.records] == [0]
     assert physical(cache) == [20, 7]                                # layer 0 compressed, layer 1 its window of 8 - 1
 
-def test_jacap_band_takes_the_press_sinks(monkeypatch):
+@pytest.mark.parametrize("score", ["cooccurrence", "capacity"])
+def test_jacap_band_takes_the_press_sinks(score, monkeypatch):
     "The band's sinks are the press's n_sink (PressPlan -> LayerView.n_sink), not a hard-coded 4; the default is unchanged."
-    seen, orig = [], scoring._context_scores
-    def spy(*a, **k): seen.append(k["n_sink"]); return orig(*a, **k)
-    monkeypatch.setattr(scoring, "_context_scores", spy)
+    seen = []
+    _spy_context_attention(monkeypatch, lambda a: seen.append(a["n_sink"]))
     tm, ids = tiny_model("llama"), rand_ids(48)
     for ns in (2, 4, 6):
         seen.clear()
-        with torch.no_grad(), make_press("jacap", 0.5, n_sink=ns, budget="uniform", window=0)(tm): tm(ids)
+        with torch.no_grad(), make_press("jacap", 0.5, score=score, n_sink=ns, budget="uniform", window=0)(tm): tm(ids)
         assert seen and set(seen) == {ns}, (ns, seen)
