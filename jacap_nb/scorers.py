@@ -187,7 +187,7 @@ class Jacap(Scorer):
                                                     key_positions=None if kpos is None else kpos[..., None, :], n_sink=view.n_sink,
                                                     block=self.block, halo=self.halo, rope=rope, check=False).amax(-2)
             if self.score == "attention": return self._attention(view, worst, fused)
-            if self.score == "cooccurrence": return self._cooccurrence(view, worst)
+            if self.score == "cooccurrence": return self._cooccurrence(view, self._mixture(view, worst, fused))
             return fused.triton_mixture_scores(view.keys_pre, view.values, worst, self.prior_weight, self.breadth, self.noise_var)
         return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth, self.noise_var,
                                             check=False, causal=self.causal, key_positions=kpos, query_positions=qpos,
@@ -198,9 +198,13 @@ class Jacap(Scorer):
         if fused: return fused.triton_prior_attention(view.keys_pre, self.breadth)
         return scoring.prior_attention(view.keys_pre, self.breadth, check=False).float()
 
-    def _cooccurrence(self, view, context_term:Tensor) -> Tensor:
-        "score='cooccurrence': log kernel leverage of the mixture weights (prior + `context_term`) under the lookup prior."
-        w = scoring.jacap_mixture_weights(view.keys_pre, context_term, self.prior_weight, self.breadth)
+    def _mixture(self, view, context_term:Tensor, fused=None) -> Tensor:
+        "The mixture weights pi E_prior[alpha] + (1 - pi) context_term / sum, the prior on the kernels when `fused` is given."
+        mixture = fused.triton_mixture_weights if fused else scoring.jacap_mixture_weights
+        return mixture(view.keys_pre, context_term, self.prior_weight, self.breadth)
+
+    def _cooccurrence(self, view, w:Tensor) -> Tensor:
+        "score='cooccurrence': log kernel leverage of the weights `w` under the lookup prior."
         return cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True, pivots=self.pivots)
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
@@ -223,7 +227,7 @@ class JacapReplay(Jacap):
             return super().__call__(view)                                   # "union": Jacap's, whose capacity comes back here
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
-        if self.score == "cooccurrence": return self._cooccurrence(view, view.replay_attention)
+        if self.score == "cooccurrence": return self._cooccurrence(view, self._mixture(view, view.replay_attention, fused))
         mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
         return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)
 

@@ -151,16 +151,18 @@ def launches(monkeypatch):
     return counters
 
 
-@pytest.mark.parametrize("options", [{}, {"prior_weight": 1.0}, {"score": "attention"}], ids=["default", "prior", "attention"])
+@pytest.mark.parametrize("options", [{}, {"score": "capacity"}, {"prior_weight": 1.0}, {"score": "attention"}],
+                         ids=["default", "capacity", "prior", "attention"])
 def test_press_launches_the_kernels(launches, options):
-    "backend='triton' runs the kernels on every layer (and keeps torch's tokens); backend='torch' launches none."
+    """backend='triton' runs the kernels on every layer (and keeps torch's tokens); backend='torch' launches none. The
+    capacity score's leverage is a kernel; the default's co-occurrence leverage runs in torch, its band and prior on kernels."""
     m, ids = tiny_model("llama"), torch.randint(3, 120, (1, 70), generator=torch.Generator().manual_seed(0))
     prefill = capture_prefill(m, ids)
     ref = compress_layers(make_press("jacap", 0.6, budget="uniform", backend="torch", **options), m, prefill)[1]
     assert sum(c.n for c in launches.values()) == 0
     run = compress_layers(make_press("jacap", 0.6, budget="uniform", backend="triton", **options), m, prefill)[1]
     band = 0 if options.get("prior_weight") == 1.0 else 2                      # one band per layer, 2 layers
-    leverages = 0 if options.get("score") == "attention" else 2                # the value leverage's moments and norms
+    leverages = 2 if options.get("score") == "capacity" else 0                 # the value leverage's moments and norms
     assert launches["_band_kernel"].n == band
     assert launches["_moments_kernel"].n == launches["_norms_kernel"].n == 2 + leverages   # + the prior's, per layer
     for l in ref.kept_indices: assert torch.equal(ref.kept_indices[l], run.kept_indices[l]), l
