@@ -35,7 +35,7 @@ def verdict(ok:bool|None, dry:bool) -> str:
 # %% ../nbs/15b_gpu_check.ipynb #g15b14
 def kernel_check(n:int=32768, kv_heads:int=8, group:int=4, d:int=128, dtype=torch.bfloat16, device:str="cuda",
                  repeats:int=5) -> dict:
-    "Seconds of the default scorer, `jacap_scores` (paper preset) and `capkv_scores` per backend on one layer's cache, their speed-ups and bandwidth."
+    "Seconds of the capacity score, `jacap_scores` (paper preset) and `capkv_scores` per backend on one layer's cache, their speed-ups and bandwidth."
     from jacap_nb.scoring import jacap_scores, capkv_scores, jacap_context_scores
     from jacap_nb.fused import triton_context_scores
     g = torch.Generator(device="cpu").manual_seed(0)

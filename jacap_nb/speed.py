@@ -150,12 +150,12 @@ def decode_overhead(model, ids, steps:int=64, segment:int=8) -> dict:
 
 # %% ../nbs/15_speed.ipynb #b5bd5c9d
 def jacap_flops(n:int, heads:int, kv_heads:int, d:int, block:int|None=Jacap.block, halo:int=Jacap.halo) -> dict:
-    "Multiply-adds and exponentials of the default Jacap scorer for one layer (dominant terms)."
+    "Multiply-adds and exponentials of Jacap's capacity score for one layer (dominant terms)."
     ctx_pairs = heads * (n * n / 2 if block is None else n * (block + halo))
     return dict(macs=ctx_pairs * d + 4 * kv_heads * n * d * d + 2 * kv_heads * d ** 3, exps=ctx_pairs)
 
 # %% ../nbs/15_speed.ipynb #0984d6fa
-SPEED_METHODS = ("knorm", "snapkv", "capkv", "jacap", "jacap:block=None", "jacap:prior_weight=1", "jacap:preset=paper",
+SPEED_METHODS = ("knorm", "snapkv", "capkv", "jacap", "jacap:score=capacity", "jacap:block=None", "jacap:prior_weight=1", "jacap:preset=paper",
                  "jacap:queries=replay")
 KVPRESS_SPEED_METHODS = ("kvpress:Knorm", "kvpress:TOVA", "kvpress:SnapKV", "kvpress:Cap", "kvpress:LeverageScore", "kvpress:Compactor")
 

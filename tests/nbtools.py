@@ -3,11 +3,18 @@
     python tests/nbtools.py add-colab nbs/*.ipynb    # insert/refresh the Colab badge + install cell (idempotent)
     python tests/nbtools.py check-colab nbs/*.ipynb  # list notebooks whose badge/install cell is missing or stale
     python tests/nbtools.py render _rendered nbs/07_presses.ipynb   # the notebook as the docs site builds it
+    python tests/nbtools.py execute nbs/16_results.ipynb  # run it, save its outputs; then nbdev_clean
+    python tests/nbtools.py execute --slow nbs/10_demo.ipynb  # the same, slow cells included
 
 `add-colab` skips index.ipynb and the notebooks in `COLAB_EXCEPTIONS` (see there why). Right after the title cell
 (`# Title` + `> summary`) it puts one markdown cell with the badge and one code cell with `INSTALL_SOURCE`; an older
 badge cell or Colab install cell anywhere in the notebook is removed first (its cell id is reused), so running it twice
 changes nothing. tests/test_docs.py checks the result with the same constants.
+
+`execute` runs a notebook's code cells in order, in its folder (as nbdev_test does), and saves their outputs: the docs
+site shows saved outputs (16_results' tables and figures are nothing else). Cells flagged `slow` or `gpu` keep the
+outputs they have (`--slow` runs the slow ones too), `show_doc` cells stay without output (see `render`), and Python's
+warnings are not saved (the rest of stderr is).
 
 `render` writes what the docs build makes of a notebook: the notebooks save no `show_doc` output (nbdev renders it when
 the site is built, from the code exported at that commit), so tests/test_docs.py checks the rendered entries and their
@@ -149,11 +156,52 @@ def render(path, out_dir) -> pathlib.Path:
     write_nb(nb, out)
     return out
 
+_KEEP = re.compile(r'^\s*#\|\s*(slow|gpu|eval:\s*false)\b', re.M)
+_KEEP_FAST = re.compile(r'^\s*#\|\s*(gpu|eval:\s*false)\b', re.M)
+
+_WARNING = re.compile(r'^\S.*Warning: ')
+
+def _without_warnings(out):
+    "A stderr stream without its Python warnings (each a `file:line: XWarning: ...` line and the source line after it)."
+    if out.get('name') != 'stderr': return out
+    kept, skip = [], False
+    for line in ''.join(out.get('text', '')).splitlines(keepends=True):
+        if _WARNING.match(line): skip = True; continue
+        if skip and line.startswith('  '): skip = False; continue
+        skip = False; kept.append(line)
+    if not ''.join(kept).strip(): return None
+    out['text'] = kept
+    return out
+
+def execute(path, slow:bool=False) -> int:
+    "Run notebook `path`'s code cells but the flagged and show_doc ones, in its folder, saving outputs; the count run."
+    import os
+    from execnb.nbio import read_nb, write_nb
+    from execnb.shell import CaptureShell
+    path = pathlib.Path(path).resolve()
+    nb, here, ran = read_nb(path), os.getcwd(), []
+    keep = _KEEP_FAST if slow else _KEEP
+    skip = lambda c: c.cell_type != 'code' or bool(keep.search(c.source)) or 'show_doc(' in c.source
+    os.chdir(path.parent)
+    try:
+        sh = CaptureShell()
+        sh.run("from matplotlib_inline.backend_inline import set_matplotlib_formats; set_matplotlib_formats('png')")  # 1x, not retina
+        sh.run_all(nb, exc_stop=True, preproc=skip, postproc=ran.append)
+    finally: os.chdir(here)
+    for c in nb.cells:                        # warnings are the tests' business; the pages show what a cell prints
+        if c.cell_type == 'code': c.outputs = [o for o in map(_without_warnings, c.get('outputs', [])) if o is not None]
+    write_nb(nb, path)
+    return len(ran)
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 2 or argv[0] not in ('add-colab', 'check-colab', 'render') or argv[0] == 'render' and len(argv) < 3:
+    if len(argv) < 2 or argv[0] not in ('add-colab', 'check-colab', 'render', 'execute') or argv[0] == 'render' and len(argv) < 3:
         print(__doc__); return 2
     cmd, paths = argv[0], argv[1:]
+    if cmd == 'execute':
+        slow = paths[0] == '--slow'
+        for p in paths[slow:]: print(f'{p}: {execute(p, slow)} cells run, outputs saved')
+        return 0
     if cmd == 'render':
         for p in paths[1:]: print(f'{p} -> {render(p, paths[0])}')
         return 0
