@@ -13,7 +13,8 @@ from tqdm.auto import tqdm
 # %% auto #0
 __all__ = ['PROTOCOL', 'OPTIONS_BEFORE', 'RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention',
            'compress_prefill', 'needs_pipeline', 'library_versions', 'model_description', 'write_config',
-           'check_method_meanings', 'run_bench', 'bench_parser', 'bench_args', 'portable_arg', 'bench_cli']
+           'recorded_scorer_options', 'check_method_meanings', 'run_bench', 'bench_parser', 'bench_args',
+           'portable_arg', 'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import get_task, TASKS, token_fidelity
@@ -186,13 +187,16 @@ def write_config(out_dir, run:dict, model, tokenizer, specs:list, formats:list) 
     path.write_text(json.dumps(cfg, indent=1, default=_json_default))
     return cfg
 
-# A scorer option a config.json written before the option existed does not record: the value that builds the press it ran.
 OPTIONS_BEFORE = {"jacap": dict(score="capacity", lookup_breadth=16.0, pivots=None)}
+
+def recorded_scorer_options(press:dict) -> dict:
+    "The scorer options a config.json's `press` records, with what `OPTIONS_BEFORE` says an older folder ran filled in."
+    return {**OPTIONS_BEFORE.get(press.get("scorer"), {}), **press.get("scorer_options", {})}
 
 def _press_changes(old:dict, new:dict) -> dict:
     "Settings two `press_config`s both record (or `OPTIONS_BEFORE` fills in) and set differently: name -> (old, new)."
     out = {k: (old[k], new[k]) for k in old.keys() & new.keys() - {"scorer_options"} if old[k] != new[k]}
-    so, sn = {**OPTIONS_BEFORE.get(old.get("scorer"), {}), **old.get("scorer_options", {})}, new.get("scorer_options", {})
+    so, sn = recorded_scorer_options(old), new.get("scorer_options", {})
     return {**out, **{k: (so[k], sn[k]) for k in so.keys() & sn.keys() if so[k] != sn[k]}}
 
 def check_method_meanings(out_dir, specs:list):
