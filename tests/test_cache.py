@@ -588,6 +588,9 @@ def test_jacap_cooccurrence_pivots_reach_the_exact_score():
                 torch.testing.assert_close(cls(score="cooccurrence", lookup_breadth=4, pivots=n, **kw)(view), exact, rtol=1e-4, atol=1e-4)
                 few = cls(score="cooccurrence", lookup_breadth=4, pivots=2, **kw)(view)
                 assert few.shape == exact.shape and few.isfinite().all()
+                k = n // 4                                                   # two pivots keep the exact top quarter (1.0 here)
+                top, top_few = exact.topk(k, -1).indices, few.topk(k, -1).indices
+                assert all(torch.isin(a, b).float().mean() >= 0.9 for a, b in zip(top.flatten(0, 1), top_few.flatten(0, 1)))
     with pytest.raises(ValueError, match="pivots"): Jacap(score="cooccurrence", pivots=-1)
     with pytest.raises(TypeError, match="pivots"): Jacap(score="cooccurrence", pivots=2.5)
 
