@@ -10,13 +10,7 @@ import torch
 from jacap_nb import scoring
 from jacap_nb.cooccurrence import cooccurrence_leverage, _hat
 from jacap_nb.scorers import Jacap
-from seed0_prompts import top_share_scan
-
-WEIGHTS = []
-_centred = scoring.centred_leverage
-def _recording_centred(w, values, noise_var="auto"):     # the default's value step, recording the mixture weights it gets
-    WEIGHTS.append(w); return _centred(w, values, noise_var)
-scoring.centred_leverage = _recording_centred
+from seed0_prompts import LOG, WeightsRecording, top_share_scan
 
 def ablation(w, values, keys, c, off_diagonal=True, with_values=True):
     "The co-occurrence Gram with one part removed, its log kernel leverage (float64, `noise_var` 'auto' as in the library)."
@@ -29,20 +23,16 @@ def ablation(w, values, keys, c, off_diagonal=True, with_values=True):
     a = g + (g.diagonal(dim1=-2, dim2=-1).sum(-1) / v.shape[-1])[..., None, None] * torch.eye(n, dtype=g.dtype)
     return (g * torch.cholesky_inverse(torch.linalg.cholesky(a))).sum(-1).clamp_min(1e-300).log().float()   # log r, as the press
 
-LOG = []
-class Recording(Jacap):
-    "The default scorer; records the variants' scores of the same layer inputs."
-    def __call__(self, view):
-        WEIGHTS.clear()
-        out = super().__call__(view)
-        w, k, v = WEIGHTS[-1], view.keys_pre, view.values
+class Recording(WeightsRecording):
+    "The variants' scores of the same layer inputs (w: the capacity score's mixture weights)."
+    def record(self, view, out, w):
+        k, v = view.keys_pre, view.values
         rec = {"default": out.float(), "prior alone": Jacap(prior_weight=1.0, score="attention")(view).float()}
         rec["rank union"] = scoring.rank_union(rec["prior alone"], rec["default"])
         for c in (1, 4, 16): rec[f"cooccurrence c={c}"] = cooccurrence_leverage(w, v, k, breadth=c, log=True)
         rec["c=16 without values"] = ablation(w, v, k, 16, with_values=False)
         rec["c=16 without co-occurrence"] = ablation(w, v, k, 16, off_diagonal=False)
-        LOG.append(rec)
-        return out
+        return rec
 
 out, n, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 res = top_share_scan(models, n, Recording(), LOG)

@@ -7,13 +7,12 @@ Usage (main environment): python factor_spread.py OUT.json N_PROMPTS MODEL [MODE
 import json, statistics, sys
 import torch
 from jacap_nb import scoring
-from jacap_nb.scorers import Jacap
-from seed0_prompts import each_prompt, key_percentile as percentile
+from seed0_prompts import CapacityJacap, each_prompt, key_percentile as percentile
 
 LOG = []
 
-class Recording(Jacap):
-    "The default scorer, recording each layer's prior weights, value factor and scores (the press's own inputs)."
+class Recording(CapacityJacap):
+    "The capacity score (the default then), recording each layer's prior weights, value factor and scores (the press's own inputs)."
     def __call__(self, view):
         s = super().__call__(view)
         w = scoring._prior_attention(view.keys_pre.float(), self.breadth)

@@ -10,8 +10,7 @@ Usage (main environment): python knob_scan.py OUT.json N_PROMPTS MODEL [MODEL ..
 import json, sys
 import torch
 from jacap_nb import scoring
-from jacap_nb.scorers import Jacap
-from seed0_prompts import top_share_scan
+from seed0_prompts import CapacityJacap, top_share_scan
 
 NOISE = [1.0]                       # the multiple of the "auto" noise variance the patched capacity step uses
 _capacity_from_gram = scoring._capacity_from_gram
@@ -29,13 +28,13 @@ VARIANTS.update({f"prior_weight={p}": dict(prior_weight=p) for p in (0.0, 0.25, 
 VARIANTS["prior alone"] = dict(prior_weight=1.0, score="attention")
 
 LOG = []
-class Recording(Jacap):
-    "The default scorer; records every variant's scores of the same layer inputs."
+class Recording(CapacityJacap):
+    "The capacity score (the default then); records every variant's scores of the same layer inputs."
     def __call__(self, view):
         out, rec = super().__call__(view), {}
         for name, kw in VARIANTS.items():
             kw = dict(kw); NOISE[0] = kw.pop("noise", 1.0)
-            rec[name] = Jacap(**kw)(view).float(); NOISE[0] = 1.0
+            rec[name] = CapacityJacap(**kw)(view).float(); NOISE[0] = 1.0
         rec["rank union: prior alone or default"] = scoring.rank_union(rec["prior alone"], rec["default"])
         LOG.append(rec)
         return out

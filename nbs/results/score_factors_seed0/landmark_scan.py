@@ -6,31 +6,22 @@ head's top 25% / 10%, and the time of each as a ratio to the exact one (one proc
 Usage (main environment): python landmark_scan.py OUT.json N_PROMPTS MODEL [MODEL ...]"""
 import json, os, statistics, sys, time
 import torch
-from jacap_nb import scoring
 from jacap_nb.cooccurrence import cooccurrence_leverage
-from jacap_nb.scorers import Jacap
-from seed0_prompts import each_prompt, top_share
+from seed0_prompts import LOG, WeightsRecording, each_prompt, top_share
 
-WEIGHTS = []
-_centred = scoring.centred_leverage
-def _recording_centred(w, values, noise_var="auto"):
-    WEIGHTS.append(w); return _centred(w, values, noise_var)
-scoring.centred_leverage = _recording_centred
 M = tuple(int(x) for x in os.environ.get("PIVOTS", "0 4 16 64").split())
-LOG, T = [], {}
+T = {}
 def timed(name, f):
     "f(), its seconds added to T[name]."
     t = time.perf_counter(); out = f(); T[name] = T.get(name, 0) + time.perf_counter() - t; return out
 
-class Recording(Jacap):
-    "The default scorer; records the exact and pivoted co-occurrence scores of the same layer inputs."
-    def __call__(self, view):
-        WEIGHTS.clear()
-        out = super().__call__(view)
-        w, k, v = WEIGHTS[-1], view.keys_pre, view.values
+class Recording(WeightsRecording):
+    "The exact and pivoted co-occurrence scores of the capacity score's mixture weights, on the same layer inputs."
+    def record(self, view, out, w):
+        k, v = view.keys_pre, view.values
         rec = {"exact": timed("exact", lambda: cooccurrence_leverage(w, v, k, breadth=4, log=True))}
         for m in M: rec[f"m={m}"] = timed(f"m={m}", lambda: cooccurrence_leverage(w, v, k, breadth=4, log=True, pivots=m))
-        LOG.append(rec); return out
+        return rec
 
 def kept(a, e, keep):
     "The share of the exact top `keep` of each head (e: heads, N) that the top `keep` under `a` holds, mean over heads."

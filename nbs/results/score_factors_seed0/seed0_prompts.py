@@ -1,8 +1,11 @@
 """The seed-0 passkey prompts this folder's scripts read (1K tokens of Britannica, five needle depths,
 `blank` format), each compressed once by the default press around a scorer that records what it needs, and where the
-key ranks under a score (`key_percentile`, and `top_share_scan` for the scans)."""
+key ranks under a score (`key_percentile`, and `top_share_scan` for the scans). The scorer they record is the capacity
+score (`CapacityJacap`), `make_press("jacap", r)`'s when they ran (`../README.md`)."""
 import statistics
+from dataclasses import dataclass
 import torch
+from jacap_nb import scoring
 from jacap_nb.bench import answer_token_positions
 from jacap_nb.cache import compress_layers
 from jacap_nb.capture import capture_prefill
@@ -11,6 +14,26 @@ from jacap_nb.pipeline import encode_prompt, PROMPT_FORMATS
 from jacap_nb.presses import EvictionPress
 from jacap_nb.scorers import Jacap
 from jacap_nb.tasks import passkey_examples
+
+@dataclass(frozen=True)
+class CapacityJacap(Jacap):
+    "Jacap with the capacity score: the default when these scans ran (the co-occurrence score is the default now)."
+    score: str = "capacity"
+    lookup_breadth: float = 16.0
+    pivots: int|None = None
+
+LOG = []   # what a `WeightsRecording` scorer recorded, one entry per compressed layer (`each_prompt` clears it per prompt)
+
+class WeightsRecording(CapacityJacap):
+    "The capacity score; per layer, appends `self.record(view, out, w)` to LOG, w the mixture weights its value step read."
+    def record(self, view, out, w) -> dict: raise NotImplementedError
+    def __call__(self, view):
+        seen, real = [], scoring.centred_leverage                       # the value step, wrapped for this call only
+        scoring.centred_leverage = lambda w, values, noise_var="auto": (seen.append(w), real(w, values, noise_var))[1]
+        try: out = super().__call__(view)
+        finally: scoring.centred_leverage = real
+        LOG.append(self.record(view, out, seen[-1]))
+        return out
 
 def each_prompt(models:list, n:int, scorer, log:list):
     "For each model and each of the first `n` prompts: clear `log`, compress with `scorer`; yield (model, key positions)."

@@ -7,12 +7,11 @@ Usage (main environment): python value_redundancy.py OUT.json N_PROMPTS MODEL [M
 import json, statistics, sys
 import torch
 from jacap_nb import scoring
-from jacap_nb.scorers import Jacap
-from seed0_prompts import each_prompt, key_percentile as percentile
+from seed0_prompts import CapacityJacap, each_prompt, key_percentile as percentile
 
 LOG = []
-class Recording(Jacap):
-    "The default scorer, recording each layer's values."
+class Recording(CapacityJacap):
+    "The capacity score (the default then), recording each layer's values."
     def __call__(self, view):
         LOG.append(view.values[0].float())
         return super().__call__(view)
