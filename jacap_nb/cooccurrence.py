@@ -9,7 +9,7 @@ from torch import Tensor
 from .checks import compute_dtype, check_int, check_number, check_cache
 
 # %% auto #0
-__all__ = ['cooccurrence_leverage']
+__all__ = ['cooccurrence_leverage', 'pivot_columns']
 
 # %% ../nbs/01c_cooccurrence.ipynb #co01cd01
 def _whitened(keys:Tensor, ridge:float=1e-3) -> tuple[Tensor, Tensor]:
@@ -33,6 +33,8 @@ def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
                           log:bool=False, # return log r: the weakest tokens' order survives float32 (their r underflows it)
                           pivots:int|None=None, # m: G through m pivots of a partial Cholesky plus its residual diagonal,
                                                 # O(N m (d + m)) (m = N: exact); None: the exact N x N leverage, O(N^3)
+                          pivot_steps=None, # the m pivot steps: None: `pivot_columns` (torch); or a function with its
+                                            # signature (`fused.triton_pivot_columns`)
                          ) -> Tensor:     # float32 (..., N): r in [0, 1), or log r
     "Kernel leverage of G_ij = sqrt(w_i w_j) v~_i.v~_j exp(c N H_ij / d): tokens compete only where a query finds them together."
     check_cache(keys, values); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
@@ -40,7 +42,7 @@ def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
     dt = torch.float64                                             # the factor spans e^(cN/d): float32 would zero most of G
     w, v, n, d = weights.to(dt), values.to(dt), keys.shape[-2], keys.shape[-1]
     v = v - (w[..., None, :] @ v) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)   # centred as the capacity score's
-    if pivots is not None: return _pivoted_cooccurrence(w, v, keys.to(dt), breadth, ridge, log, min(pivots, n))
+    if pivots is not None: return _pivoted_cooccurrence(w, v, keys.to(dt), breadth, ridge, log, min(pivots, n), pivot_steps or pivot_columns)
     e = breadth * n / d * _hat(keys.to(dt), ridge)
     e = e - e.amax((-2, -1), keepdim=True)                         # a common factor: r does not change, nothing overflows
     g = (e.exp_() * (v @ v.mT)).mul_(w.sqrt()[..., :, None] * w.sqrt()[..., None, :])
@@ -49,28 +51,44 @@ def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
     r = (g * torch.cholesky_inverse(torch.linalg.cholesky(a))).sum(-1)   # [G A^{-1}]_ii, both symmetric
     return (r.clamp_min(torch.finfo(dt).tiny).log() if log else r).float()
 
-def _pivoted_cooccurrence(w, v, keys, breadth, ridge, log, m):
+def _pivoted_cooccurrence(w, v, keys, breadth, ridge, log, m, columns):
     "`cooccurrence_leverage` with G = L L^T + diag(rho): m greedy pivots of a partial Cholesky, the residual as a diagonal."
     tiny = torch.finfo(w.dtype).tiny
     x, z = _whitened(keys, ridge)
     z = z * (breadth * keys.shape[-2] / keys.shape[-1])               # e_ij = x_i.z_j = c N H_ij / d
     e_diag = (x * z).sum(-1)
     e_max = e_diag.amax(-1, keepdim=True)                              # H is PSD: no e_ij exceeds the largest e_ii
-    log_diag = w.clamp_min(tiny).log() + (v * v).sum(-1).clamp_min(tiny).log() + e_diag - e_max   # log G_ii (shifted)
-    rho = log_diag.exp()                                               # what the pivots have not explained yet
+    vv = (v * v).sum(-1)
+    log_diag = w.clamp_min(tiny).log() + vv.clamp_min(tiny).log() + e_diag - e_max   # log G_ii (shifted)
+    rho = torch.where((w > 0) & (vv > 0), log_diag.exp(), 0)          # what the pivots have not explained yet
     s2 = (rho.sum(-1) / v.shape[-1]).clamp_min(tiny)                  # "auto": tr G / d_v
-    sw, l = w.sqrt(), rho.new_zeros(*rho.shape, m)
+    l, rho = columns(x, z, v, w.sqrt(), e_max, rho, s2, m)
+    dd = rho + s2[..., None]                                           # Woodbury around diag(rho) + s2 I
+    a = l.mT @ (l / dd[..., None]) + torch.eye(m, dtype=l.dtype, device=l.device)
+    u = (l * torch.cholesky_solve(l.mT, torch.linalg.cholesky(a)).mT).sum(-1)
+    r = rho / dd + torch.where(u > 0, s2[..., None] * u / dd ** 2, 0)   # G = 0 (one token, equal values): r = 0, as exact
+    if not log: return r.float()
+    limit = torch.where(s2[..., None] > tiny, log_diag - s2.log()[..., None], r.clamp_min(tiny).log())
+    return torch.where(r > 0, r.clamp_min(tiny).log(), limit).float()   # underflowed: r ~ G_ii / s2
+
+def pivot_columns(x:Tensor,     # centred keys (..., N, d), float64
+                  z:Tensor,     # whitened keys, scaled (..., N, d): e_ij = x_i.z_j
+                  v:Tensor,     # centred values (..., N, d_v), float64
+                  sw:Tensor,    # sqrt(w) (..., N)
+                  e_max:Tensor, # the shift (..., 1): G_ij = e^(e_ij - e_max) v_i.v_j sw_i sw_j
+                  rho:Tensor,   # G's diagonal (..., N)
+                  s2:Tensor,    # sigma^2 (...,): a residual under 1e-12 sigma^2 is no pivot
+                  m:int,        # pivots
+                 ) -> tuple[Tensor, Tensor]: # L (..., N, m) and the residual diagonal (..., N), float64
+    "The m greedy pivot steps of the partial Cholesky of G (the largest residual first), in torch."
+    tiny = torch.finfo(rho.dtype).tiny
+    l = rho.new_zeros(*rho.shape, m)
     rows = lambda a, j: a.gather(-2, j[..., None].expand(*j.shape, a.shape[-1]))   # rows j (..., 1) of a (..., N, k)
-    for t in range(m):                                                 # the largest residual first
+    for t in range(m):
         j = rho.argmax(-1, keepdim=True)
         col = ((x @ rows(z, j).mT)[..., 0] - e_max).exp() * (v @ rows(v, j).mT)[..., 0] * sw * sw.gather(-1, j)   # G[:, j]
         col = col - (l[..., :t] @ rows(l, j)[..., :t].mT)[..., 0]
         pj = rho.gather(-1, j)
         l[..., t] = torch.where(pj > 1e-12 * s2[..., None], col / pj.clamp_min(tiny).sqrt(), 0)   # under the ridge: nothing left
         rho = (rho - l[..., t] ** 2).clamp_min(0)
-    dd = rho + s2[..., None]                                           # Woodbury around diag(rho) + s2 I
-    a = l.mT @ (l / dd[..., None]) + torch.eye(m, dtype=l.dtype, device=l.device)
-    u = (l * torch.cholesky_solve(l.mT, torch.linalg.cholesky(a)).mT).sum(-1)
-    r = rho / dd + s2[..., None] * u / dd ** 2
-    if not log: return r.float()
-    return torch.where(r > 0, r.clamp_min(tiny).log(), log_diag - s2.log()[..., None]).float()   # underflowed: r ~ G_ii / s2
+    return l, rho

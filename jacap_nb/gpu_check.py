@@ -35,9 +35,10 @@ def verdict(ok:bool|None, dry:bool) -> str:
 # %% ../nbs/15b_gpu_check.ipynb #g15b14
 def kernel_check(n:int=32768, kv_heads:int=8, group:int=4, d:int=128, dtype=torch.bfloat16, device:str="cuda",
                  repeats:int=5) -> dict:
-    "Seconds of the capacity score, `jacap_scores` (paper preset) and `capkv_scores` per backend on one layer's cache, their speed-ups and bandwidth."
+    "Seconds of the capacity score, the default's co-occurrence pivots, `jacap_scores` (paper preset) and `capkv_scores` per backend on one layer's cache, their speed-ups and bandwidth."
     from jacap_nb.scoring import jacap_scores, capkv_scores, jacap_context_scores
-    from jacap_nb.fused import triton_context_scores
+    from jacap_nb.fused import triton_context_scores, triton_cooccurrence_leverage
+    from jacap_nb.cooccurrence import cooccurrence_leverage
     g = torch.Generator(device="cpu").manual_seed(0)
     k = torch.randn(1, kv_heads, 1, n, d, generator=g).to(device, dtype)
     v = torch.randn(1, kv_heads, 1, n, d, generator=g).to(device, dtype)
@@ -46,7 +47,12 @@ def kernel_check(n:int=32768, kv_heads:int=8, group:int=4, d:int=128, dtype=torc
     mu, var = torch.randn(1, kv_heads, group, d, generator=g).to(device), torch.rand(1, kv_heads, group, d, generator=g).to(device)
     default = lambda b: (triton_context_scores(k[:, :, 0], v[:, :, 0], q, kp) if b == "triton"
                          else jacap_context_scores(k[:, :, 0], v[:, :, 0], q, kp, block=16, halo=16))
-    calls = {"jacap (default, fused)": (default, q.nbytes + k.nbytes + 2 * kp.nbytes + 2 * v.nbytes),   # band; prior; leverage
+    w = torch.rand(1, kv_heads, n, generator=g).to(device)
+    pivots = lambda b: (triton_cooccurrence_leverage if b == "triton" else cooccurrence_leverage)(w / w.sum(-1, keepdim=True),
+                        v[:, :, 0], kp, 4.0, log=True, pivots=16)
+    calls = {"jacap capacity score (fused)": (default, q.nbytes + k.nbytes + 2 * kp.nbytes + 2 * v.nbytes),   # band; prior; leverage
+             "jacap co-occurrence (default, 16 pivots)": (pivots, 16 * 8 * kv_heads * n * (3 * d + 16 + 4)),   # float64 keys twice,
+                                                               # values, a row of L, sqrt(w) and the residual in and out, per pivot
              "jacap (paper preset)": (lambda b: jacap_scores(k, v, mu, var, 10.0, 1.0, backend=b), 3 * k.nbytes + 2 * v.nbytes),
              "capkv": (lambda b: capkv_scores(k, v, mu, backend=b), 3 * k.nbytes + 2 * v.nbytes)}   # statistics, Gram, leverage
     out = {}

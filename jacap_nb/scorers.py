@@ -163,7 +163,7 @@ class Jacap(Scorer):
         if self.prior_weight == 1:                                            # the prior alone reads no query: O(N d^2)
             w = self._prior(view, fused)
             if self.score == "attention": return w
-            if self.score == "cooccurrence": return self._cooccurrence(view, w)   # pi = 1: the mixture is the prior w
+            if self.score == "cooccurrence": return self._cooccurrence(view, w, fused)   # pi = 1: the mixture is the prior w
             return (fused.triton_centred_leverage if fused else scoring.centred_leverage)(w, view.values, self.noise_var)
         b, hkv, p, d = view.keys.shape
         if view.token_positions.shape[1] >= min(p, self.recent) or view.stats is None or view.stats.recent is None:
@@ -187,7 +187,7 @@ class Jacap(Scorer):
                                                     key_positions=None if kpos is None else kpos[..., None, :], n_sink=view.n_sink,
                                                     block=self.block, halo=self.halo, rope=rope, check=False).amax(-2)
             if self.score == "attention": return self._attention(view, worst, fused)
-            if self.score == "cooccurrence": return self._cooccurrence(view, self._mixture(view, worst, fused))
+            if self.score == "cooccurrence": return self._cooccurrence(view, self._mixture(view, worst, fused), fused)
             return fused.triton_mixture_scores(view.keys_pre, view.values, worst, self.prior_weight, self.breadth, self.noise_var)
         return scoring.jacap_context_scores(view.keys, view.values, q, view.keys_pre, self.prior_weight, self.breadth, self.noise_var,
                                             check=False, causal=self.causal, key_positions=kpos, query_positions=qpos,
@@ -203,9 +203,10 @@ class Jacap(Scorer):
         mixture = fused.triton_mixture_weights if fused else scoring.jacap_mixture_weights
         return mixture(view.keys_pre, context_term, self.prior_weight, self.breadth)
 
-    def _cooccurrence(self, view, w:Tensor) -> Tensor:
-        "score='cooccurrence': log kernel leverage of the weights `w` under the lookup prior."
-        return cooccurrence_leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True, pivots=self.pivots)
+    def _cooccurrence(self, view, w:Tensor, fused=None) -> Tensor:
+        "score='cooccurrence': log kernel leverage of the weights `w` under the lookup prior; its pivots on the kernels given `fused`."
+        leverage = fused.triton_cooccurrence_leverage if fused and self.pivots is not None else cooccurrence_leverage
+        return leverage(w, view.values, view.keys_pre, self.lookup_breadth, log=True, pivots=self.pivots)
 
     def _attention(self, view, worst:Tensor, fused=None) -> Tensor:
         "score='attention': pi E_prior[alpha] + (1 - pi) max_t alpha_t, per head, not normalised over the tokens."
@@ -227,7 +228,7 @@ class JacapReplay(Jacap):
             return super().__call__(view)                                   # "union": Jacap's, whose capacity comes back here
         fused = _fused() if scoring.use_triton(view.keys, self.backend) else None
         if self.score == "attention": return self._attention(view, view.replay_attention, fused)
-        if self.score == "cooccurrence": return self._cooccurrence(view, self._mixture(view, view.replay_attention, fused))
+        if self.score == "cooccurrence": return self._cooccurrence(view, self._mixture(view, view.replay_attention, fused), fused)
         mixture = fused.triton_mixture_scores if fused else scoring.jacap_mixture_scores
         return mixture(view.keys_pre, view.values, view.replay_attention, self.prior_weight, self.breadth, self.noise_var)
 

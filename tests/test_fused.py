@@ -12,6 +12,7 @@ import json, pathlib, re
 from types import SimpleNamespace
 import pytest
 from jacap_nb import scoring
+from jacap_nb.cooccurrence import cooccurrence_leverage
 import jacap_nb.kernels as K
 import jacap_nb.fused as F
 from jacap_nb.presses import make_press
@@ -116,6 +117,30 @@ def test_leverages(d, n):
         assert_close(F.triton_centred_leverage(w, values, nv), scoring.centred_leverage(w, values, nv), 1e-3)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,d,dv,m", [(1, 64, 64, 16), (2, 64, 32, 16), (130, 256, 256, 16), (600, 64, 64, 0),
+                                      (1100, 128, 64, 16), (300, 64, 64, 300)])
+def test_cooccurrence_pivots(n, d, dv, m, dtype):
+    """The default's leverage with its pivots on the kernel equals torch's: one row, several chunks (512 rows each under
+    the interpreter), m = 0 (no launch) and m = N (the exact leverage); plain and in logs."""
+    gen = torch.Generator().manual_seed(n + m)
+    keys = (torch.randn(2, 1, n, d, generator=gen) * torch.linspace(0.2, 4, d) + 3).to(dtype)
+    values, w = (torch.randn(2, 1, n, dv, generator=gen) + 1).to(dtype), torch.rand(2, 1, n, generator=gen)
+    for log in (False, True):
+        ours = F.triton_cooccurrence_leverage(w, values, keys, 4.0, log=log, pivots=m)
+        ref = cooccurrence_leverage(w, values, keys, 4.0, log=log, pivots=m)
+        torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-6 * ref.abs().max().item())
+
+
+def test_cooccurrence_pivot_ties():
+    "Equal residuals pick the first index, as torch.argmax: exact twins, and a row of identical tokens across chunks."
+    k, v = torch.randn(1, 700, 64), torch.randn(1, 700, 64)
+    k[:, 600], v[:, 600] = k[:, 3], v[:, 3]                                 # a twin in another chunk
+    for keys, values in ((k, v), (k[:, :1].expand(1, 700, 64), v[:, :1].expand(1, 700, 64))):
+        ours = F.triton_cooccurrence_leverage(torch.ones(1, 700), values, keys, 4.0, pivots=8)
+        assert torch.equal(ours, cooccurrence_leverage(torch.ones(1, 700), values, keys, 4.0, pivots=8))
+
+
 def test_weighted_moments_merge_chunks():
     x, w = torch.randn(3, 517, 64) + 10, torch.rand(3, 517)
     for chunk in (128, 512, 1024):
@@ -132,6 +157,9 @@ def test_bad_input_fails_before_launch(launches):
     with pytest.raises(ValueError, match="float32, bfloat16 or float16"): F.triton_key_leverage(k.double())
     with pytest.raises(ValueError, match="weights must have shape"): F.triton_centred_leverage(torch.rand(1, 2, 39), k)
     with pytest.raises(ValueError, match="noise_var"): F.triton_centred_leverage(torch.rand(1, 2, 40), k, 0.0)
+    with pytest.raises(ValueError, match="has no kernel"): F.triton_cooccurrence_leverage(torch.rand(1, 2, 40), k, k, pivots=None)
+    with pytest.raises(ValueError, match="pivots"): F.triton_cooccurrence_leverage(torch.rand(1, 2, 40), k, k, pivots=-1)
+    with pytest.raises(ValueError, match="float32, bfloat16 or float16"): F.triton_cooccurrence_leverage(torch.rand(1, 2, 40), k, k.double())
     with pytest.raises(ValueError, match="backend must be one of"): make_press("jacap", 0.5, backend="cuda")
     assert sum(c.n for c in launches.values()) == 0                           # refused before any kernel ran
 
@@ -146,7 +174,7 @@ class Launches:
 
 @pytest.fixture
 def launches(monkeypatch):
-    counters = {name: Launches(getattr(F, name)) for name in ("_band_kernel", "_moments_kernel", "_norms_kernel")}
+    counters = {name: Launches(getattr(F, name)) for name in ("_band_kernel", "_moments_kernel", "_norms_kernel", "_pivot_kernel")}
     for name, c in counters.items(): monkeypatch.setattr(F, name, c)
     return counters
 
@@ -155,7 +183,7 @@ def launches(monkeypatch):
                          ids=["default", "capacity", "prior", "attention"])
 def test_press_launches_the_kernels(launches, options):
     """backend='triton' runs the kernels on every layer (and keeps torch's tokens); backend='torch' launches none. The
-    capacity score's leverage is a kernel; the default's co-occurrence leverage runs in torch, its band and prior on kernels."""
+    capacity score's leverage is two kernels; the default's co-occurrence leverage one launch per pivot (16 per layer)."""
     m, ids = tiny_model("llama"), torch.randint(3, 120, (1, 70), generator=torch.Generator().manual_seed(0))
     prefill = capture_prefill(m, ids)
     ref = compress_layers(make_press("jacap", 0.6, budget="uniform", backend="torch", **options), m, prefill)[1]
@@ -163,8 +191,10 @@ def test_press_launches_the_kernels(launches, options):
     run = compress_layers(make_press("jacap", 0.6, budget="uniform", backend="triton", **options), m, prefill)[1]
     band = 0 if options.get("prior_weight") == 1.0 else 2                      # one band per layer, 2 layers
     leverages = 2 if options.get("score") == "capacity" else 0                 # the value leverage's moments and norms
+    pivots = 2 * 16 if options.get("score", "cooccurrence") == "cooccurrence" else 0
     assert launches["_band_kernel"].n == band
     assert launches["_moments_kernel"].n == launches["_norms_kernel"].n == 2 + leverages   # + the prior's, per layer
+    assert launches["_pivot_kernel"].n == pivots
     for l in ref.kept_indices: assert torch.equal(ref.kept_indices[l], run.kept_indices[l]), l
 
 

@@ -14,11 +14,14 @@ def test_gpu_check_dry_run_under_the_interpreter(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     lines = [l for l in p.stdout.splitlines() if l[:4] in ('DRY ', 'SKIP', 'PASS', 'MISS')]
     heads = [l.split(':')[0][6:] for l in lines]
-    assert heads == ['kernels, jacap (default, fused)', 'bandwidth, jacap (default, fused)', 'kernels, jacap (paper preset)',
+    assert heads == ['kernels, jacap capacity score (fused)', 'bandwidth, jacap capacity score (fused)',
+                     'kernels, jacap co-occurrence (default, 16 pivots)', 'bandwidth, jacap co-occurrence (default, 16 pivots)',
+                     'kernels, jacap (paper preset)',
                      'bandwidth, jacap (paper preset)', 'kernels, capkv', 'bandwidth, capkv', 'prefill share', 'same tokens'], p.stdout
     assert not any(l.startswith('PASS') for l in lines)
     res = json.loads(out.read_text())
-    assert res['dry_run'] and set(res['kernels']) == {'jacap (default, fused)', 'jacap (paper preset)', 'capkv'}
+    assert res['dry_run'] and set(res['kernels']) == {'jacap capacity score (fused)', 'jacap co-occurrence (default, 16 pivots)',
+                                                      'jacap (paper preset)', 'capkv'}
     assert all(r['correlation'] > 0.999 for r in res['kernels'].values())        # the kernels score what torch scores
     assert res['kept_tokens']['min'] == 1.0 and res['prefill']['n_tokens'] == 256
 

@@ -91,7 +91,7 @@ if __name__ == "__main__":
     res["best"] = best; print("best:", best, flush=True)
     prec, bn, lt, warps = best.split("/")
     F.whitened_norms = launcher(prec, int(bn), int(lt), int(warps))
-    kc = res["kernel_check"] = kernel_check()["jacap (default, fused)"]
+    kc = res["kernel_check"] = kernel_check()["jacap capacity score (fused)"]
     print(f"default scorer at 32K with {best}: {kc['speedup']:.2f}x eager torch ({kc['triton_s'] * 1e3:.2f} ms vs {kc['torch_s'] * 1e3:.2f} ms), "
           f"scores correlate {kc['correlation']:.6f}", flush=True)
     ps = res["prefill"] = prefill_share()
