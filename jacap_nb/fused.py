@@ -366,16 +366,8 @@ def _pivot_rows(width:int) -> int:
     "Rows per block of the pivot kernel: 128 in the interpreter, else about 2K float64 elements in the widest block."
     return 128 if available() == "triton-interpreter" else max(16, 2048 // width)
 
-def triton_pivot_columns(x:Tensor,     # centred keys (..., N, d), float64
-                         z:Tensor,     # whitened keys, scaled (..., N, d): e_ij = x_i.z_j
-                         v:Tensor,     # centred values (..., N, d_v), float64
-                         sw:Tensor,    # sqrt(w) (..., N)
-                         e_max:Tensor, # the shift (..., 1): G_ij = e^(e_ij - e_max) v_i.v_j sw_i sw_j
-                         rho:Tensor,   # G's diagonal (..., N)
-                         s2:Tensor,    # sigma^2 (...,): a residual under 1e-12 sigma^2 is no pivot
-                         m:int,        # pivots
-                        ) -> tuple[Tensor, Tensor]: # L (..., N, m) and the residual diagonal (..., N), float64
-    "`cooccurrence.pivot_columns` on Triton: one launch per pivot step."
+def triton_pivot_columns(x:Tensor, z:Tensor, v:Tensor, sw:Tensor, e_max:Tensor, rho:Tensor, s2:Tensor, m:int) -> tuple[Tensor, Tensor]:
+    "`cooccurrence.pivot_columns` on Triton, one launch per pivot step: the same arguments (float64) and results."
     *lead, n, d = x.shape; dv = v.shape[-1]
     x, z, v = (a.reshape(-1, n, a.shape[-1]).contiguous() for a in (x, z, v))
     rows = x.shape[0]
