@@ -66,7 +66,7 @@ def _pivoted_cooccurrence(w, v, keys, breadth, ridge, log, m, columns):
     dd = rho + s2[..., None]                                           # Woodbury around diag(rho) + s2 I
     a = l.mT @ (l / dd[..., None]) + torch.eye(m, dtype=l.dtype, device=l.device)
     u = (l * torch.cholesky_solve(l.mT, torch.linalg.cholesky(a)).mT).sum(-1)
-    r = rho / dd + torch.where(u > 0, s2[..., None] * u / dd ** 2, 0)   # G = 0 (one token, equal values): r = 0, as exact
+    r = rho / dd + torch.where(u > 0, s2[..., None] * u / dd ** 2, 0)   # G = 0 (one token): r = 0, as the exact form
     if not log: return r.float()
     limit = torch.where(s2[..., None] > tiny, log_diag - s2.log()[..., None], r.clamp_min(tiny).log())
     return torch.where(r > 0, r.clamp_min(tiny).log(), limit).float()   # underflowed: r ~ G_ii / s2
