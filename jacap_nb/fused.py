@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 from .checks import check_number, check_noise_var, broadcast_shape
 from .kernels import triton, tl, jit, available, KERNEL_DTYPES, capacity_factor
-from .cooccurrence import cooccurrence_leverage
+from .cooccurrence import cooccurrence_leverage, pivot_columns
 
 # %% auto #0
 __all__ = ['SPLIT_DOTS', 'triton_band_attention', 'weighted_moments', 'whitened_norms', 'triton_key_leverage',
@@ -366,8 +366,19 @@ def _pivot_rows(width:int) -> int:
     "Rows per block of the pivot kernel: 128 in the interpreter, else about 2K float64 elements in the widest block."
     return 128 if available() == "triton-interpreter" else max(16, 2048 // width)
 
+_PIVOTS_IN_TORCH = []   # the error, once a pivot launch could not compile or fit on this GPU: the pivots run in torch
+
 def triton_pivot_columns(x:Tensor, z:Tensor, v:Tensor, sw:Tensor, e_max:Tensor, rho:Tensor, s2:Tensor, m:int) -> tuple[Tensor, Tensor]:
     "`cooccurrence.pivot_columns` on Triton, one launch per pivot step: the same arguments (float64) and results."
+    if not _PIVOTS_IN_TORCH:
+        try: return _pivot_launches(x, z, v, sw, e_max, rho, s2, m)
+        except (triton.compiler.errors.CompilationError, triton.runtime.errors.OutOfResources) as e:
+            _PIVOTS_IN_TORCH.append(e)
+            warnings.warn(f"the co-occurrence pivot kernel cannot run here ({type(e).__name__}: {str(e)[:200]}); "
+                          "its pivot steps run in torch from now on (the same results, more launches)")
+    return pivot_columns(x, z, v, sw, e_max, rho, s2, m)
+
+def _pivot_launches(x, z, v, sw, e_max, rho, s2, m):
     *lead, n, d = x.shape; dv = v.shape[-1]
     x, z, v = (a.reshape(-1, n, a.shape[-1]).contiguous() for a in (x, z, v))
     rows = x.shape[0]

@@ -141,6 +141,21 @@ def test_cooccurrence_pivot_ties():
         assert torch.equal(ours, cooccurrence_leverage(torch.ones(1, 700), values, keys, 4.0, pivots=8))
 
 
+def test_pivot_kernel_that_cannot_run_falls_back_to_torch(monkeypatch):
+    "A pivot launch that does not fit the GPU warns once; the pivots then run in torch, with torch's results."
+    calls = []
+    class Kernel:
+        def __getitem__(self, grid):
+            def run(*args, **meta): calls.append(grid); raise K.triton.runtime.errors.OutOfResources(1, 0, "shared memory")
+            return run
+    monkeypatch.setattr(F, "_pivot_kernel", Kernel()); monkeypatch.setattr(F, "_PIVOTS_IN_TORCH", [])
+    k, v, w = torch.randn(1, 2, 50, 64), torch.randn(1, 2, 50, 64), torch.rand(1, 2, 50)
+    with pytest.warns(UserWarning, match="pivot kernel cannot run here"): ours = F.triton_cooccurrence_leverage(w, v, k, 4.0, pivots=8)
+    assert torch.equal(ours, cooccurrence_leverage(w, v, k, 4.0, pivots=8)) and len(calls) == 1
+    F.triton_cooccurrence_leverage(w, v, k, 4.0, pivots=8)                    # remembered: no second try
+    assert len(calls) == 1
+
+
 def test_weighted_moments_merge_chunks():
     x, w = torch.randn(3, 517, 64) + 10, torch.rand(3, 517)
     for chunk in (128, 512, 1024):
