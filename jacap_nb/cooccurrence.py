@@ -14,8 +14,8 @@ __all__ = ['cooccurrence_leverage', 'pivot_columns']
 # %% ../nbs/01c_cooccurrence.ipynb #co01cd01
 def _whitened(keys:Tensor, ridge:float=1e-3) -> tuple[Tensor, Tensor]:
     "The centred keys K~ and K~ (K~^T K~ + lambda I)^{-1} (..., N, d): the hat matrix is the one times the other's transpose."
-    x = keys.to(compute_dtype(keys))
-    x = x - x.mean(-2, keepdim=True)
+    x = keys.to(compute_dtype(keys)).contiguous()                  # token-major keys (the hook's k_proj output) would send
+    x = x - x.mean(-2, keepdim=True)                               # every product below, and the pivots', to a strided path
     g = x.mT @ x
     lam = (ridge * g.diagonal(dim1=-2, dim2=-1).mean(-1)).clamp_min(torch.finfo(g.dtype).tiny)
     return x, torch.linalg.solve(g + lam[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device), x.mT).mT
