@@ -18,7 +18,7 @@ __all__ = ['SPEED_METHODS', 'KVPRESS_SPEED_METHODS', 'SHAPES', 'peak_tensor_byte
 # %% ../nbs/15_speed.ipynb #52240ca6
 from .capture import capture_prefill
 from .cache import compress_layers, cache_kwarg
-from .presses import make_press, DecodingEviction
+from .presses import make_press, press_config, DecodingEviction
 from .scorers import Jacap
 from .methods import parse_method
 from .bench import library_versions, portable_arg
@@ -169,9 +169,14 @@ def _speed_specs(methods, ratio, repeats) -> list:
     for s in specs:
         if s.backend == "jacap_nb": make_press(s.name, ratio, **s.press_options)   # built (not resolved: no model yet)
         elif s.backend == "kvpress": _press_for(s, ratio, None)
-
-
     return specs
+
+def _capacity_band(spec, ratio) -> tuple|None:
+    "(block, halo) of method `spec` where it is Jacap's one-pass capacity score (the work `jacap_flops` counts), else None."
+    if spec.backend != "jacap_nb" or spec.name != "jacap": return None
+    cfg = press_config(make_press(spec.name, ratio, **spec.press_options))
+    o = cfg["scorer_options"]
+    return (o["block"], o["halo"]) if cfg["scorer"] == "jacap" and o["score"] == "capacity" else None
 
 def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
               methods=None,                  # method strings (default: SPEED_METHODS, + kvpress's when installed)
@@ -208,8 +213,9 @@ def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
             if live and spec.backend != "full":                          # kvpress's presses hook in the same way
                 lv = time_live(spec, model, ids, ratio, max(1, repeats - 1))
                 r.update(lv, live_pct=100 * (lv["live_prefill_s"] / lv["plain_prefill_s"] - 1))
-            if spec.label == "jacap":
-                fl = jacap_flops(n, cfg.num_attention_heads, cfg.num_key_value_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads)
+            if (band := _capacity_band(spec, ratio)) is not None:           # the work `jacap_flops` counts
+                fl = jacap_flops(n, cfg.num_attention_heads, cfg.num_key_value_heads,
+                                 getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads, *band)
                 r["gmacs_per_s"] = cfg.num_hidden_layers * fl["macs"] / r["compress_s"] / 1e9
             rows.append(r)
             if progress: print(f"  {spec.label:28s} {r['compress_s']:7.3f} s = {r['pct_of_prefill']:5.1f}% of the prefill, "
