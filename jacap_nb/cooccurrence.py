@@ -6,7 +6,7 @@
 from __future__ import annotations
 import torch
 from torch import Tensor
-from .checks import compute_dtype, check_int, check_number, check_cache
+from .checks import compute_dtype, check_int, check_number, check_cache, check_broadcast
 
 # %% auto #0
 __all__ = ['cooccurrence_leverage', 'pivot_columns']
@@ -37,10 +37,16 @@ def cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
                                             # signature (`fused.triton_pivot_columns`)
                          ) -> Tensor:     # float32 (..., N): r in [0, 1), or log r
     "Kernel leverage of G_ij = sqrt(w_i w_j) v~_i.v~_j exp(c N H_ij / d): tokens compete only where a query finds them together."
-    check_cache(keys, values); check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
+    n, d = check_cache(keys, values), keys.shape[-1]
+    check_number("breadth", breadth, positive=True); check_number("ridge", ridge, positive=True)
     check_int("pivots", pivots, 0, none_ok=True)
+    if not isinstance(weights, Tensor) or weights.ndim < 1 or weights.shape[-1] != n: raise ValueError(
+        f"weights must have shape (..., N={n}); got {tuple(getattr(weights, 'shape', ()))}")
+    lead = check_broadcast(check_broadcast(keys.shape[:-2], values.shape[:-2], "keys", "values"), weights.shape[:-1],
+                           "keys and values", "weights")
+    keys = keys.expand(*lead, n, d)                                # one (N, d) problem per leading index, in both forms
     dt = torch.float64                                             # the factor spans e^(cN/d): float32 would zero most of G
-    w, v, n, d = weights.to(dt), values.to(dt), keys.shape[-2], keys.shape[-1]
+    w, v = weights.to(dt).expand(*lead, n), values.to(dt).expand(*lead, n, values.shape[-1])
     v = v - (w[..., None, :] @ v) / w.sum(-1)[..., None, None].clamp_min(torch.finfo(dt).tiny)   # centred as the capacity score's
     if pivots is not None: return _pivoted_cooccurrence(w, v, keys.to(dt), breadth, ridge, log, min(pivots, n), pivot_steps or pivot_columns)
     e = breadth * n / d * _hat(keys.to(dt), ridge)

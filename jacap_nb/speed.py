@@ -176,7 +176,8 @@ def _capacity_band(spec, ratio) -> tuple|None:
     if spec.backend != "jacap_nb" or spec.name != "jacap": return None
     cfg = press_config(make_press(spec.name, ratio, **spec.press_options))
     o = cfg["scorer_options"]
-    return (o["block"], o["halo"]) if cfg["scorer"] == "jacap" and o["score"] == "capacity" else None
+    counted = cfg["scorer"] == "jacap" and o["score"] == "capacity" and o["prior_weight"] < 1   # prior alone: no band
+    return (o["block"], o["halo"]) if counted else None
 
 def run_speed(lengths=(512, 2048, 8192),    # context lengths in tokens
               methods=None,                  # method strings (default: SPEED_METHODS, + kvpress's when installed)
