@@ -14,7 +14,7 @@ from .cooccurrence import cooccurrence_leverage, pivot_columns
 # %% auto #0
 __all__ = ['SPLIT_DOTS', 'triton_band_attention', 'weighted_moments', 'whitened_norms', 'triton_key_leverage',
            'triton_prior_attention', 'triton_centred_leverage', 'triton_mixture_scores', 'triton_mixture_weights',
-           'triton_context_scores', 'triton_pivot_columns', 'triton_cooccurrence_leverage']
+           'triton_context_scores', 'pivot_fallbacks', 'triton_pivot_columns', 'triton_cooccurrence_leverage']
 
 # %% ../nbs/03b_fused.ipynb #f3b08b
 @jit
@@ -362,39 +362,51 @@ def _pivot_kernel(X, Z, V, SW, EMAX, THR, RHO_IN, RHO_OUT, L, PMAX_IN, PIDX_IN, 
     tl.store(PIDX_OUT + r * nc + c, best_i)
 
 # %% ../nbs/03b_fused.ipynb #f3b39c
-def _pivot_rows(width:int) -> int:
-    "Rows per block of the pivot kernel: 128 in the interpreter, else about 2K float64 elements in the widest block."
-    return 128 if available() == "triton-interpreter" else max(16, 2048 // width)
+def _pivot_blocks(d:int, dv:int, m:int) -> dict:
+    """Block sizes of the pivot kernel: keys, values and rows of L padded to powers of two, and rows per block (BN): 128
+    in the interpreter, else about 2K float64 elements in the widest of the three tiles."""
+    bd, bdv, bm = _pow2(d), _pow2(dv), _pow2(m)
+    return dict(BN=128 if available() == "triton-interpreter" else max(16, 2048 // max(bd, bdv, bm)), BD=bd, BDV=bdv, BM=bm)
 
-_PIVOTS_IN_TORCH = []   # the error, once a pivot launch could not compile or fit on this GPU: the pivots run in torch
+def _pivot_errors() -> tuple:
+    "What a pivot launch raises when it cannot compile or fit on this GPU (ptxas's own error class from Triton 3.2)."
+    errors = triton.runtime.errors
+    return tuple(e for e in (triton.compiler.errors.CompilationError, errors.OutOfResources,
+                             getattr(errors, "PTXASError", None)) if e is not None)
+
+_PIVOTS_IN_TORCH = {}   # (device, block sizes) -> the error its launch raised: pivots of that shape run in torch
+
+def pivot_fallbacks() -> dict:
+    "The pivot launch shapes, (device, BN, BD, BDV, BM), that could not compile or fit here, with their errors: they ran in torch."
+    return dict(_PIVOTS_IN_TORCH)
 
 def triton_pivot_columns(x:Tensor, z:Tensor, v:Tensor, sw:Tensor, e_max:Tensor, rho:Tensor, s2:Tensor, m:int) -> tuple[Tensor, Tensor]:
     "`cooccurrence.pivot_columns` on Triton, one launch per pivot step: the same arguments (float64) and results."
-    if not _PIVOTS_IN_TORCH:
-        try: return _pivot_launches(x, z, v, sw, e_max, rho, s2, m)
-        except (triton.compiler.errors.CompilationError, triton.runtime.errors.OutOfResources) as e:
-            _PIVOTS_IN_TORCH.append(e)
-            warnings.warn(f"the co-occurrence pivot kernel cannot run here ({type(e).__name__}: {str(e)[:200]}); "
-                          "its pivot steps run in torch from now on (the same results, more launches)")
+    blocks = _pivot_blocks(x.shape[-1], v.shape[-1], m)
+    shape = (str(x.device), *blocks.values())
+    if shape not in _PIVOTS_IN_TORCH:
+        try: return _pivot_launches(x, z, v, sw, e_max, rho, s2, m, blocks)
+        except _pivot_errors() as e:
+            _PIVOTS_IN_TORCH[shape] = e
+            warnings.warn(f"the co-occurrence pivot kernel cannot run here with blocks {blocks} ({type(e).__name__}: "
+                          f"{str(e)[:200]}); pivot steps of this shape run in torch from now on (the same results, more launches)")
     return pivot_columns(x, z, v, sw, e_max, rho, s2, m)
 
-def _pivot_launches(x, z, v, sw, e_max, rho, s2, m):
+def _pivot_launches(x, z, v, sw, e_max, rho, s2, m, blocks):
     *lead, n, d = x.shape; dv = v.shape[-1]
     x, z, v = (a.reshape(-1, n, a.shape[-1]).contiguous() for a in (x, z, v))
     rows = x.shape[0]
     sw, rho = sw.reshape(rows, n).contiguous(), rho.reshape(rows, n).clone()
     e_max, thr = e_max.reshape(rows).contiguous(), (1e-12 * s2).reshape(rows).contiguous()
     l = x.new_zeros(rows, n, m)
-    bd, bdv = _pow2(d), _pow2(dv)
-    bn = _pivot_rows(max(bd, bdv))
-    chunk = _chunk(n, rows, bn, x.device)
+    chunk = _chunk(n, rows, blocks["BN"], x.device)
     nc = -(-n // chunk)
     pmax, pidx = rho.amax(-1, keepdim=True), rho.argmax(-1, keepdim=True).int()   # the first pivot
     other = torch.empty_like(rho)
     for t in range(m):
         pmax_next, pidx_next = x.new_empty(rows, nc), torch.empty(rows, nc, dtype=torch.int32, device=x.device)
         _pivot_kernel[(rows, nc)](x, z, v, sw, e_max, thr, rho, other, l, pmax, pidx, pmax_next, pidx_next,
-                                  n, chunk, d, dv, m, t, pmax.shape[1], BN=bn, BD=bd, BDV=bdv, BM=_pow2(m), BP=_pow2(nc))
+                                  n, chunk, d, dv, m, t, pmax.shape[1], BP=_pow2(nc), **blocks)
         rho, other, pmax, pidx = other, rho, pmax_next, pidx_next
     return l.view(*lead, n, m), rho.view(*lead, n)
 

@@ -51,8 +51,9 @@ def kernel_check(n:int=32768, kv_heads:int=8, group:int=4, d:int=128, dtype=torc
     pivots = lambda b: (triton_cooccurrence_leverage if b == "triton" else cooccurrence_leverage)(w / w.sum(-1, keepdim=True),
                         v[:, :, 0], kp, 4.0, log=True, pivots=16)
     calls = {"jacap capacity score (fused)": (default, q.nbytes + k.nbytes + 2 * kp.nbytes + 2 * v.nbytes),   # band; prior; leverage
-             "jacap co-occurrence (default, 16 pivots)": (pivots, 16 * 8 * kv_heads * n * (3 * d + 16 + 4)),   # float64 keys twice,
-                                                               # values, a row of L, sqrt(w) and the residual in and out, per pivot
+             "jacap co-occurrence (default, 16 pivots)": (pivots, 8 * kv_heads * n * sum(2 * d + t + 4 for t in range(16))),
+                    # per pivot step t, in float64: the centred keys and the values, t columns of L, sqrt(w), the residual in
+                    # and out, column t of L out (the whitened keys: one row)
              "jacap (paper preset)": (lambda b: jacap_scores(k, v, mu, var, 10.0, 1.0, backend=b), 3 * k.nbytes + 2 * v.nbytes),
              "capkv": (lambda b: capkv_scores(k, v, mu, backend=b), 3 * k.nbytes + 2 * v.nbytes)}   # statistics, Gram, leverage
     out = {}
@@ -130,6 +131,10 @@ def gpu_check(dry_run:bool=False, out:str|None=None, print_fn=print) -> dict:
             bw = r["bytes_per_s"] / peak if peak else None
             say(verdict(None if peak is None else bw >= 0.6, dry_run), f"bandwidth, {k}: {r['bytes_per_s'] / 1e9:.0f} GB/s"
                 + (f" = {bw:.0%} of {name}'s peak (target >= 60%)" if peak else " (peak of this device unknown)"))
+        from jacap_nb.fused import pivot_fallbacks
+        fell = res["pivot_fallbacks"] = {str(s): f"{type(e).__name__}: {str(e)[:160]}" for s, e in pivot_fallbacks().items()}
+        say(verdict(not fell, dry_run), "pivot kernel: " + (f"fell back to torch at {fell}" if fell else
+            "every co-occurrence pivot step ran on Triton"))
     ps = res["prefill"] = prefill_share(**(dict(shape=TOY, n=256, dtype=torch.float32, repeats=1) if dry_run else {}), device=dev)
     say(verdict(ps["share"] < 0.02, dry_run), f"prefill share: make_press('jacap', 0.75) adds {ps['share']:.1%} to a "
         f"{ps['n_tokens']}-token prefill ({ps['pressed_s']:.3f} s vs {ps['prefill_s']:.3f} s; target < 2%, 8B shape)")

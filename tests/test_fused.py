@@ -12,7 +12,7 @@ import json, pathlib, re
 from types import SimpleNamespace
 import pytest
 from jacap_nb import scoring
-from jacap_nb.cooccurrence import cooccurrence_leverage
+from jacap_nb.cooccurrence import cooccurrence_leverage, pivot_columns
 import jacap_nb.kernels as K
 import jacap_nb.fused as F
 from jacap_nb.presses import make_press
@@ -132,28 +132,49 @@ def test_cooccurrence_pivots(n, d, dv, m, dtype):
         torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-6 * ref.abs().max().item())
 
 
-def test_cooccurrence_pivot_ties():
-    "Equal residuals pick the first index, as torch.argmax: exact twins, and a row of identical tokens across chunks."
-    k, v = torch.randn(1, 700, 64), torch.randn(1, 700, 64)
-    k[:, 600], v[:, 600] = k[:, 3], v[:, 3]                                 # a twin in another chunk
-    for keys, values in ((k, v), (k[:, :1].expand(1, 700, 64), v[:, :1].expand(1, 700, 64))):
-        ours = F.triton_cooccurrence_leverage(torch.ones(1, 700), values, keys, 4.0, pivots=8)
-        assert torch.equal(ours, cooccurrence_leverage(torch.ones(1, 700), values, keys, 4.0, pivots=8))
+def _tied_pivots(first_tie:int, n:int=1100):
+    """Pivot-step inputs whose residuals tie exactly: integer values with |v|^2 = 25 (keys at zero), tokens before
+    `first_tie` all of the first kind, the rest cycling through five kinds with different columns of G."""
+    kinds = torch.tensor([[5, 0, 0, 0], [0, 0, 5, 0], [0, 5, 0, 0], [0, 0, 0, 5], [3, 4, 0, 0], [0, 0, 3, 4]]).double()
+    idx = torch.arange(n)
+    v = kinds[torch.where(idx < first_tie, 0, (idx - first_tie) % 5 + 1)][None]
+    x, ones = torch.zeros(1, n, 8, dtype=torch.float64), torch.ones(1, n, dtype=torch.float64)
+    return (x, x, v, ones, torch.zeros(1, 1, dtype=torch.float64), 25 * ones, torch.ones(1, dtype=torch.float64), 6)
 
 
-def test_pivot_kernel_that_cannot_run_falls_back_to_torch(monkeypatch):
-    "A pivot launch that does not fit the GPU warns once; the pivots then run in torch, with torch's results."
+@pytest.mark.parametrize("first_tie", [3, 130, 512, 1030])
+def test_cooccurrence_pivot_ties(first_tie):
+    """Equal residuals pick the first index, as torch.argmax: the first tie within a block, in a later block, at a chunk's
+    start and in the last chunk (blocks of 128 and chunks of 512 rows under the interpreter), each tied with later chunks."""
+    args = _tied_pivots(first_tie)
+    l, rho = F.triton_pivot_columns(*args)
+    pivots = [0, first_tie, first_tie + 1, first_tie + 2]                   # the first of each kind, in order
+    assert torch.equal(l[0, pivots].diagonal(), torch.full((4,), 5.0, dtype=torch.float64))
+    ref = pivot_columns(*args)
+    assert torch.equal(l, ref[0]) and torch.equal(rho, ref[1])
+
+
+@pytest.mark.parametrize("error", ["OutOfResources", "PTXASError"])
+def test_pivot_kernel_that_cannot_run_falls_back_to_torch(monkeypatch, error):
+    "A pivot launch that does not fit the GPU warns once per block shape; that shape then runs in torch, with torch's results."
+    if not hasattr(K.triton.runtime.errors, error): pytest.skip(f"this Triton has no {error}")
+    cls = getattr(K.triton.runtime.errors, error)
     calls = []
     class Kernel:
         def __getitem__(self, grid):
-            def run(*args, **meta): calls.append(grid); raise K.triton.runtime.errors.OutOfResources(1, 0, "shared memory")
+            def run(*args, **meta):
+                calls.append(meta["BD"])
+                raise cls(1, 0, "shared memory") if error == "OutOfResources" else cls("ptxas: out of registers")
             return run
-    monkeypatch.setattr(F, "_pivot_kernel", Kernel()); monkeypatch.setattr(F, "_PIVOTS_IN_TORCH", [])
+    monkeypatch.setattr(F, "_pivot_kernel", Kernel()); monkeypatch.setattr(F, "_PIVOTS_IN_TORCH", {})
     k, v, w = torch.randn(1, 2, 50, 64), torch.randn(1, 2, 50, 64), torch.rand(1, 2, 50)
     with pytest.warns(UserWarning, match="pivot kernel cannot run here"): ours = F.triton_cooccurrence_leverage(w, v, k, 4.0, pivots=8)
-    assert torch.equal(ours, cooccurrence_leverage(w, v, k, 4.0, pivots=8)) and len(calls) == 1
+    assert torch.equal(ours, cooccurrence_leverage(w, v, k, 4.0, pivots=8)) and calls == [64]
     F.triton_cooccurrence_leverage(w, v, k, 4.0, pivots=8)                    # remembered: no second try
-    assert len(calls) == 1
+    assert calls == [64]
+    with pytest.warns(UserWarning, match="pivot kernel cannot run here"):   # keys of another width: another launch shape
+        F.triton_cooccurrence_leverage(w, v, torch.randn(1, 2, 50, 128), 4.0, pivots=8)
+    assert calls == [64, 128] and len(F._PIVOTS_IN_TORCH) == 2
 
 
 def test_weighted_moments_merge_chunks():

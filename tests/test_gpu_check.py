@@ -17,12 +17,14 @@ def test_gpu_check_dry_run_under_the_interpreter(tmp_path):
     assert heads == ['kernels, jacap capacity score (fused)', 'bandwidth, jacap capacity score (fused)',
                      'kernels, jacap co-occurrence (default, 16 pivots)', 'bandwidth, jacap co-occurrence (default, 16 pivots)',
                      'kernels, jacap (paper preset)',
-                     'bandwidth, jacap (paper preset)', 'kernels, capkv', 'bandwidth, capkv', 'prefill share', 'same tokens'], p.stdout
+                     'bandwidth, jacap (paper preset)', 'kernels, capkv', 'bandwidth, capkv', 'pivot kernel', 'prefill share',
+                     'same tokens'], p.stdout
     assert not any(l.startswith('PASS') for l in lines)
     res = json.loads(out.read_text())
     assert res['dry_run'] and set(res['kernels']) == {'jacap capacity score (fused)', 'jacap co-occurrence (default, 16 pivots)',
                                                       'jacap (paper preset)', 'capkv'}
     assert all(r['correlation'] > 0.999 for r in res['kernels'].values())        # the kernels score what torch scores
+    assert res['pivot_fallbacks'] == {}                                           # the interpreter ran every pivot step
     assert res['kept_tokens']['min'] == 1.0 and res['prefill']['n_tokens'] == 256
 
 
