@@ -325,7 +325,9 @@ def triton_context_scores(keys:Tensor,      # keys (..., N, d), post-RoPE
     return triton_mixture_scores(kp, values, worst, prior_weight, breadth, noise_var)
 
 # %% ../nbs/03b_fused.ipynb #f3b39b
-@jit
+# Compiled Triton specialises int arguments equal to 1 or divisible by 16: the step t (0, 1, 16 ...) and the number of
+# maxima the last launch left (1 after the first pivot, which the host picks) would compile this kernel 3-4 times a shape.
+@jit(do_not_specialize=["t", "NP_IN"])
 def _pivot_kernel(X, Z, V, SW, EMAX, THR, RHO_IN, RHO_OUT, L, PMAX_IN, PIDX_IN, PMAX_OUT, PIDX_OUT,
                   N, CHUNK, d, dv, m, t, NP_IN,
                   BN: tl.constexpr, BD: tl.constexpr, BDV: tl.constexpr, BM: tl.constexpr, BP: tl.constexpr):

@@ -23,9 +23,11 @@ except ImportError:  # the library still imports without triton; every call then
     triton, tl = None, SimpleNamespace(constexpr=None)
 
 # %% ../nbs/03_kernels.ipynb #13aafad2
-def jit(fn):
-    "triton.jit when triton is installed (it reads TRITON_INTERPRET now, at decoration time), else the plain function."
-    return triton.jit(fn) if triton is not None else fn
+def jit(fn=None, **options):
+    """triton.jit when triton is installed (it reads TRITON_INTERPRET now, at decoration time), else the plain function;
+    `options` (say `do_not_specialize`) go to triton.jit, and `@jit(**options)` decorates as `@jit` does."""
+    if fn is None: return lambda f: jit(f, **options)
+    return triton.jit(fn, **options) if triton is not None else fn
 
 JACAP, CAPKV = 0, 1
 
