@@ -102,10 +102,12 @@ def _band_kernel(K, Q, COS, SIN, WIN, SINK, N, T, G, d, s0, n_sink, block, halo,
 # %% ../nbs/03b_fused.ipynb #f3b12
 def _pow2(x:int) -> int: return max(16, triton.next_power_of_2(max(int(x), 1)))
 
-def _check_kernel_input(x:Tensor, name:str):
+def _check_kernel_input(x:Tensor, name:str, dtypes:tuple=KERNEL_DTYPES):
     if not isinstance(x, Tensor) or x.ndim < 2 or x.shape[-2] == 0 or x.shape[-1] == 0: raise ValueError(
         f"{name} must be a tensor of shape (..., N, d) with N, d > 0; got {getattr(x, 'shape', type(x))}")
-    if x.dtype not in KERNEL_DTYPES: raise ValueError(f"{name} must be float32, bfloat16 or float16 for the kernels; got {x.dtype}")
+    if x.dtype not in dtypes:
+        *most, last = [str(t).removeprefix("torch.") for t in dtypes]
+        raise ValueError(f"{name} must be {', '.join(most)} or {last} for the kernels; got {x.dtype}")
     if triton is None: raise RuntimeError("the Triton path needs triton installed (pip install triton)")
 
 def _as_rows(x:Tensor) -> Tensor:
@@ -421,6 +423,6 @@ def triton_cooccurrence_leverage(weights:Tensor, # w (..., N) >= 0
                                  pivots:int=16,  # m >= 0 (the exact form, None, has no kernel)
                                 ) -> Tensor:     # float32 (..., N): r in [0, 1), or log r
     "`cooccurrence_leverage` with its pivot steps on Triton; the d x d whitening and the m x m solve stay in torch."
-    _check_kernel_input(keys, "keys"); _check_kernel_input(values, "values")
+    for x, name in ((keys, "keys"), (values, "values")): _check_kernel_input(x, name, (*KERNEL_DTYPES, torch.float64))   # steps: float64
     if pivots is None: raise ValueError("pivots=None is the exact O(N^3) leverage, which has no kernel; give a number of pivots")
     return cooccurrence_leverage(weights, values, keys, breadth, ridge, log, pivots, pivot_steps=triton_pivot_columns)

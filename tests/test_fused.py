@@ -195,7 +195,7 @@ def test_bad_input_fails_before_launch(launches):
     with pytest.raises(ValueError, match="noise_var"): F.triton_centred_leverage(torch.rand(1, 2, 40), k, 0.0)
     with pytest.raises(ValueError, match="has no kernel"): F.triton_cooccurrence_leverage(torch.rand(1, 2, 40), k, k, pivots=None)
     with pytest.raises(ValueError, match="pivots"): F.triton_cooccurrence_leverage(torch.rand(1, 2, 40), k, k, pivots=-1)
-    with pytest.raises(ValueError, match="float32, bfloat16 or float16"): F.triton_cooccurrence_leverage(torch.rand(1, 2, 40), k, k.double())
+    with pytest.raises(ValueError, match="float32, bfloat16, float16 or float64"): F.triton_cooccurrence_leverage(torch.rand(1, 2, 40), k, k.int())
     with pytest.raises(ValueError, match="backend must be one of"): make_press("jacap", 0.5, backend="cuda")
     assert sum(c.n for c in launches.values()) == 0                           # refused before any kernel ran
 
