@@ -378,7 +378,8 @@ def _pivot_errors() -> tuple:
     return tuple(e for e in (triton.compiler.errors.CompilationError, errors.OutOfResources,
                              getattr(errors, "PTXASError", None)) if e is not None)
 
-_PIVOTS_IN_TORCH = {}   # (device, block sizes) -> the error its launch raised: pivots of that shape run in torch
+_PIVOTS_IN_TORCH = {}   # (device, block sizes) -> the error its launch raised: pivots of that shape run in torch (a
+                        # coarse key: the chunk count and the ints compiled Triton specialises are not in it)
 
 def pivot_fallbacks() -> dict:
     "The pivot launch shapes, (device, BN, BD, BDV, BM), that could not compile or fit here, with their errors: they ran in torch."

@@ -117,12 +117,13 @@ def test_leverages(d, n):
         assert_close(F.triton_centred_leverage(w, values, nv), scoring.centred_leverage(w, values, nv), 1e-3)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.float64])
 @pytest.mark.parametrize("n,d,dv,m", [(1, 64, 64, 16), (2, 64, 32, 16), (130, 256, 256, 16), (600, 64, 64, 0),
                                       (1100, 128, 64, 16), (300, 64, 64, 300)])
-def test_cooccurrence_pivots(n, d, dv, m, dtype):
+def test_cooccurrence_pivots(n, d, dv, m, dtype, monkeypatch):
     """The default's leverage with its pivots on the kernel equals torch's: one row, several chunks (512 rows each under
-    the interpreter), m = 0 (no launch) and m = N (the exact leverage); plain and in logs."""
+    the interpreter), m = 0 (no launch) and m = N (the exact leverage); plain and in logs; float64 inputs too."""
+    monkeypatch.setattr(F, "_PIVOTS_IN_TORCH", {})
     gen = torch.Generator().manual_seed(n + m)
     keys = (torch.randn(2, 1, n, d, generator=gen) * torch.linspace(0.2, 4, d) + 3).to(dtype)
     values, w = (torch.randn(2, 1, n, dv, generator=gen) + 1).to(dtype), torch.rand(2, 1, n, generator=gen)
@@ -130,28 +131,44 @@ def test_cooccurrence_pivots(n, d, dv, m, dtype):
         ours = F.triton_cooccurrence_leverage(w, values, keys, 4.0, log=log, pivots=m)
         ref = cooccurrence_leverage(w, values, keys, 4.0, log=log, pivots=m)
         torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-6 * ref.abs().max().item())
+    assert F.pivot_fallbacks() == {}                                        # the kernel ran, not torch
+
+
+def _norm25_vectors() -> torch.Tensor:
+    "Every integer 4-vector with |v|^2 = 25 (248 of them), in a fixed order."
+    r = range(-5, 6)
+    return torch.tensor([v for v in ((a, b, c, d) for a in r for b in r for c in r for d in r)
+                         if sum(x * x for x in v) == 25]).double()
 
 
 def _tied_pivots(first_tie:int, n:int=1100):
-    """Pivot-step inputs whose residuals tie exactly: integer values with |v|^2 = 25 (keys at zero), tokens before
-    `first_tie` all of the first kind, the rest cycling through five kinds with different columns of G."""
-    kinds = torch.tensor([[5, 0, 0, 0], [0, 0, 5, 0], [0, 5, 0, 0], [0, 0, 0, 5], [3, 4, 0, 0], [0, 0, 3, 4]]).double()
-    idx = torch.arange(n)
-    v = kinds[torch.where(idx < first_tie, 0, (idx - first_tie) % 5 + 1)][None]
+    """Pivot-step inputs whose residuals tie exactly while every tied token has a column of its own: keys at zero, tokens
+    before `first_tie` all (5, 0, 0, 0); the rest cycle through five kinds, each a 4-dimensional subspace of its own,
+    where each token takes the next integer vector of |v|^2 = 25. A pivot leaves every other kind's residuals at exactly
+    25 (their values are orthogonal to it), and picking any other tied token than the first changes a column of L."""
+    vecs = _norm25_vectors()
+    v = torch.zeros(n, 24, dtype=torch.float64)
+    v[:first_tie, 0] = 5
+    for i in range(first_tie, n):
+        kind, q = (i - first_tie) % 5 + 1, (i - first_tie) // 5
+        v[i, 4 * kind:4 * kind + 4] = vecs[q % len(vecs)]
     x, ones = torch.zeros(1, n, 8, dtype=torch.float64), torch.ones(1, n, dtype=torch.float64)
-    return (x, x, v, ones, torch.zeros(1, 1, dtype=torch.float64), 25 * ones, torch.ones(1, dtype=torch.float64), 6)
+    return (x, x, v[None], ones, torch.zeros(1, 1, dtype=torch.float64), 25 * ones, torch.ones(1, dtype=torch.float64), 8)
 
 
 @pytest.mark.parametrize("first_tie", [3, 130, 512, 1030])
-def test_cooccurrence_pivot_ties(first_tie):
+def test_cooccurrence_pivot_ties(first_tie, monkeypatch):
     """Equal residuals pick the first index, as torch.argmax: the first tie within a block, in a later block, at a chunk's
-    start and in the last chunk (blocks of 128 and chunks of 512 rows under the interpreter), each tied with later chunks."""
+    start and in the last chunk (blocks of 128 and chunks of 512 rows under the interpreter), each tied with tokens of
+    other columns in later blocks and chunks."""
+    monkeypatch.setattr(F, "_PIVOTS_IN_TORCH", {})
     args = _tied_pivots(first_tie)
     l, rho = F.triton_pivot_columns(*args)
-    pivots = [0, first_tie, first_tie + 1, first_tie + 2]                   # the first of each kind, in order
-    assert torch.equal(l[0, pivots].diagonal(), torch.full((4,), 5.0, dtype=torch.float64))
+    assert F.pivot_fallbacks() == {}                                        # the kernel ran, not torch
+    pivots = [0] + [first_tie + k for k in range(5)]                        # the first of each kind, in order
+    assert torch.equal(l[0, pivots, :6].diagonal(), torch.full((6,), 5.0, dtype=torch.float64))
     ref = pivot_columns(*args)
-    assert torch.equal(l, ref[0]) and torch.equal(rho, ref[1])
+    torch.testing.assert_close(l, ref[0], rtol=0, atol=1e-12); torch.testing.assert_close(rho, ref[1], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("error", ["OutOfResources", "PTXASError"])
