@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_bench.ipynb #749df5cd
 from __future__ import annotations
-import argparse, copy, json, platform, re, sys, time
+import argparse, copy, json, platform, re, subprocess, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
@@ -12,9 +12,9 @@ from tqdm.auto import tqdm
 
 # %% auto #0
 __all__ = ['PROTOCOL', 'OPTIONS_BEFORE', 'RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention',
-           'compress_prefill', 'needs_pipeline', 'library_versions', 'model_description', 'write_config',
-           'recorded_scorer_options', 'check_method_meanings', 'run_bench', 'bench_parser', 'bench_args',
-           'portable_arg', 'bench_cli']
+           'compress_prefill', 'needs_pipeline', 'source_commit', 'library_versions', 'model_description',
+           'write_config', 'recorded_scorer_options', 'check_method_meanings', 'run_bench', 'bench_parser',
+           'bench_args', 'portable_arg', 'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import get_task, TASKS, token_fidelity
@@ -150,12 +150,26 @@ PROTOCOL = ("kvpress protocol: the context (chat template up to the question) is
             "appended uncompressed at logical positions N, N+1, ...; greedy decoding. compression_ratio = fraction of the "
             "context's KV pairs removed per layer and KV head. A context with several questions is compressed once.")
 
+def source_commit(root=None, # a checkout's top folder; None: the one this `jacap_nb` is imported from
+                 ) -> str|None:  # "<commit>", "<commit>+modified", or None (not a git checkout, or no git)
+    "The git commit of the checkout `jacap_nb` runs from; `+modified` when its package files differ from that commit."
+    if root is None:
+        import jacap_nb
+        root = Path(jacap_nb.__file__).resolve().parent.parent
+    if not (Path(root) / ".git").exists(): return None             # a wheel or an sdist: its version says what it is
+    git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True, timeout=30,
+                                    check=True).stdout.strip()
+    try: head, changed = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", "jacap_nb")
+    except (OSError, subprocess.SubprocessError): return None
+    return head + ("+modified" if changed else "")
+
 def library_versions() -> dict:
-    "Versions of python, torch, transformers, jacap_nb and (when installed) kvpress."
+    "Versions of python, torch, transformers, jacap_nb (and its git commit, from a checkout) and (when installed) kvpress."
     import transformers, jacap_nb
     from importlib.metadata import version, PackageNotFoundError
     v = dict(python=platform.python_version(), torch=torch.__version__, transformers=transformers.__version__,
              jacap_nb=jacap_nb.__version__)
+    if commit := source_commit(): v["jacap_nb_commit"] = commit
     try: v["kvpress"] = version("kvpress")
     except PackageNotFoundError: pass
     return v
@@ -427,7 +441,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     t0 = time.perf_counter()
     run = dict(task=task, methods=list(methods), ratios=list(ratios), formats=list(formats), task_options=task_options,
                n_examples=len(examples), max_new_tokens=max_new_tokens, started=time.strftime("%Y-%m-%d %H:%M:%S"),
-               rows_before=len(store), command=command)
+               rows_before=len(store), command=command, jacap_nb_commit=source_commit())   # versions: the last run's
     extra = dict(interval=interval) if t.kind == "streaming" else {}
     jobs = [(g, f) for g in _groups(examples) for f in formats]
     for g, f in tqdm(jobs, desc=task, disable=not progress):
