@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_bench.ipynb #749df5cd
 from __future__ import annotations
-import argparse, copy, json, platform, re, subprocess, sys, time
+import argparse, copy, functools, json, os, platform, re, subprocess, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
@@ -151,25 +151,39 @@ PROTOCOL = ("kvpress protocol: the context (chat template up to the question) is
             "context's KV pairs removed per layer and KV head. A context with several questions is compressed once.")
 
 def source_commit(root=None, # a checkout's top folder; None: the one this `jacap_nb` is imported from
-                 ) -> str|None:  # "<commit>", "<commit>+modified", or None (not a git checkout, or no git)
-    "The git commit of the checkout `jacap_nb` runs from; `+modified` when its package files differ from that commit."
+                 ) -> str|None:  # "<commit>", "<commit>+modified", or None (no checkout, no git, or git refused it)
+    "The git commit of the checkout `jacap_nb` runs from (`+modified`: its package files differ from it), else pip's record of one."
     if root is None:
         import jacap_nb
         root = Path(jacap_nb.__file__).resolve().parent.parent
-    if not (Path(root) / ".git").exists(): return None             # a wheel or an sdist: its version says what it is
-    git = lambda *a: subprocess.run(["git", "-C", str(root), *a], capture_output=True, text=True, timeout=30,
-                                    check=True).stdout.strip()
+        if not (root / ".git").exists(): return _installed_commit()   # site-packages: `pip install git+...@sha` records it
+    if not (Path(root) / ".git").exists(): return None
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}   # a hook's GIT_DIR would name another repository
+    git = lambda *a: subprocess.run(["git", "--no-optional-locks", "-C", str(root), *a], capture_output=True, text=True,
+                                    timeout=30, check=True, env=env).stdout.strip()
     try: head, changed = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", "jacap_nb")
     except (OSError, subprocess.SubprocessError): return None
     return head + ("+modified" if changed else "")
 
+def _installed_commit() -> str|None:
+    "The commit pip installed jacap_nb from (PEP 610's direct_url.json), or None (a release, or a plain folder)."
+    from importlib.metadata import distribution, PackageNotFoundError
+    try: info = json.loads(distribution("jacap_nb").read_text("direct_url.json") or "{}")
+    except (PackageNotFoundError, ValueError): return None
+    return info.get("vcs_info", {}).get("commit_id")
+
+@functools.cache
+def _imported_commit() -> str|None:
+    "`source_commit()` when first asked (a run asks before its model work): edits made during a long run do not rename it."
+    return source_commit()
+
 def library_versions() -> dict:
-    "Versions of python, torch, transformers, jacap_nb (and its git commit, from a checkout) and (when installed) kvpress."
+    "Versions of python, torch, transformers, jacap_nb (and the commit it runs from, where one is known) and (when installed) kvpress."
     import transformers, jacap_nb
     from importlib.metadata import version, PackageNotFoundError
     v = dict(python=platform.python_version(), torch=torch.__version__, transformers=transformers.__version__,
              jacap_nb=jacap_nb.__version__)
-    if commit := source_commit(): v["jacap_nb_commit"] = commit
+    if commit := _imported_commit(): v["jacap_nb_commit"] = commit
     try: v["kvpress"] = version("kvpress")
     except PackageNotFoundError: pass
     return v
@@ -415,6 +429,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
                              f"valid: {', '.join(p for p in inspect.signature(t.make).parameters if p != 'count_tokens')}")
     t.make(**task_options)                                   # bad values (lengths, depths, n, filler) fail before the model
     check_method_meanings(out_dir, specs)                    # a resumed folder's labels still mean their presses
+    _imported_commit()                                       # the commit of the code that makes the rows, read before them
     if model is None or isinstance(model, str):
         from jacap_nb.models import load_model
         model, tokenizer = load_model(model or "smollm2")
@@ -441,7 +456,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     t0 = time.perf_counter()
     run = dict(task=task, methods=list(methods), ratios=list(ratios), formats=list(formats), task_options=task_options,
                n_examples=len(examples), max_new_tokens=max_new_tokens, started=time.strftime("%Y-%m-%d %H:%M:%S"),
-               rows_before=len(store), command=command, jacap_nb_commit=source_commit())   # versions: the last run's
+               rows_before=len(store), command=command, jacap_nb_commit=_imported_commit())   # versions: the last run's
     extra = dict(interval=interval) if t.kind == "streaming" else {}
     jobs = [(g, f) for g in _groups(examples) for f in formats]
     for g, f in tqdm(jobs, desc=task, disable=not progress):
