@@ -5,7 +5,7 @@
 # probe (blank / glued). KVzip and AdaKV (a re-reading pass or a full prefill per ratio) were left out for time. On
 # Gemma-3 (an evaluation model), kvpress's CapPress and ExpectedAttention crash inside kvpress (../sidebyside_heldout).
 # Qwen2.5-Coder (a later session): its needle as users write it (a fact stated once, asked in other words, no answer
-# prefix). A 4K prompt costs about 70 s here with the full cache alone, so beside our presses only key leverage and
+# prefix). A 4K prompt costs about 60 s here with the full cache alone, so beside our presses only key leverage and
 # Compactor (the strongest one-pass presses on this set at 1K) and SnapKV and ExpectedAttention (the presses that read
 # the last context queries) ran; KeyDiff and TOVA (6 and 2 of 40 at most at 1K) and KVzip were left out for time.
 # Usage (kvpress environment, one process per prompt format): bash nbs/results/long_heldout/run.sh OUT blank|kvpress [gemma3|qwen]
