@@ -4,17 +4,15 @@
 
 # %% ../nbs/12_bench.ipynb #749df5cd
 from __future__ import annotations
-import argparse, copy, functools, json, os, platform, re, subprocess, sys, time
+import argparse, copy, json, re, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
 # %% auto #0
-__all__ = ['PROTOCOL', 'OPTIONS_BEFORE', 'RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention',
-           'compress_prefill', 'needs_pipeline', 'source_commit', 'library_versions', 'model_description',
-           'write_config', 'recorded_scorer_options', 'check_method_meanings', 'run_bench', 'bench_parser',
-           'bench_args', 'portable_arg', 'bench_cli']
+__all__ = ['RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention', 'compress_prefill',
+           'needs_pipeline', 'run_bench', 'bench_parser', 'bench_args', 'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import get_task, TASKS, token_fidelity
@@ -31,16 +29,12 @@ from .methods import CALIBRATED, MethodSpec, parse_method, calibration_texts
 from .pipeline import PROMPT_FORMATS, encode_prompt, encode_text, prompt_texts, greedy_decode, calibrate_layer_budget
 from .models import CHUNKED_MODELS, cache_kwarg, empty_cache, sliding_window_layers
 from .report import write_summary, load_rows, markdown_table
+from .provenance import json_default, write_config, check_method_meanings, imported_commit, portable_arg
 
 # %% ../nbs/12_bench.ipynb #e7f83e23
 def row_key(uid:str, method:str, ratio:float, fmt:str="blank") -> str:
     "The resume key of one result row."
     return f"{uid}|{method}|{float(ratio):g}|{fmt}"
-
-def _json_default(x):
-    if isinstance(x, torch.Tensor): return x.tolist()
-    if isinstance(x, Path): return str(x)
-    return repr(x)
 
 class ResultStore:
     "Append-only JSONL of result rows; `key in store` tells whether a row was already written."
@@ -54,7 +48,7 @@ class ResultStore:
                 try: self.rows.append(json.loads(line))
                 except json.JSONDecodeError: bad = True     # a line cut by an interruption: dropped, redone
             if bad or (text and not text.endswith("\n")):   # rewrite without it, so appends start on a fresh line
-                self.path.write_text("".join(json.dumps(r, default=_json_default) + "\n" for r in self.rows))
+                self.path.write_text("".join(json.dumps(r, default=json_default) + "\n" for r in self.rows))
         self.keys = {row_key(r["uid"], r["method"], r["ratio"], r.get("format", "blank")) for r in self.rows}
 
     def __contains__(self, key): return key in self.keys
@@ -62,7 +56,7 @@ class ResultStore:
 
     def append(self, row:dict):
         "Write one row (with uid, method, ratio, format) and flush it to disk."
-        with self.path.open("a") as f: f.write(json.dumps(row, default=_json_default) + "\n"); f.flush()
+        with self.path.open("a") as f: f.write(json.dumps(row, default=json_default) + "\n"); f.flush()
         self.rows.append(row); self.keys.add(row_key(row["uid"], row["method"], row["ratio"], row.get("format", "blank")))
 
 # %% ../nbs/12_bench.ipynb #fe518833
@@ -142,104 +136,6 @@ def needs_pipeline(spec:MethodSpec) -> bool:
     if spec.backend != "kvpress": return False
     kc = _kvpress_compat()
     return not isinstance(kc.make_kvpress(spec.name, 0.5, **spec.options), kc.ScorerPress)
-
-# %% ../nbs/12_bench.ipynb #f1a021fe
-PROTOCOL = ("kvpress protocol: the context (chat template up to the question) is prefilled once with the full cache; "
-            "each layer's cache is compressed from that layer's own inputs (hidden states, keys, values, RoPE) as a "
-            "press hook would during the prefill; the question (and end of turn + assistant header + answer prefix) is "
-            "appended uncompressed at logical positions N, N+1, ...; greedy decoding. compression_ratio = fraction of the "
-            "context's KV pairs removed per layer and KV head. A context with several questions is compressed once.")
-
-def source_commit(root=None, # a checkout's top folder; None: the one this `jacap_nb` is imported from
-                 ) -> str|None:  # "<commit>", "<commit>+modified", or None (no checkout, no git, or git refused it)
-    "The git commit of the checkout `jacap_nb` runs from (`+modified`: its package files differ from it), else pip's record of one."
-    if root is None:
-        import jacap_nb
-        root = Path(jacap_nb.__file__).resolve().parent.parent
-        if not (root / ".git").exists(): return _installed_commit()   # site-packages: `pip install git+...@sha` records it
-    if not (Path(root) / ".git").exists(): return None
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}   # a hook's GIT_DIR would name another repository
-    git = lambda *a: subprocess.run(["git", "--no-optional-locks", "-C", str(root), *a], capture_output=True, text=True,
-                                    timeout=30, check=True, env=env).stdout.strip()
-    try: head, changed = git("rev-parse", "HEAD"), git("status", "--porcelain", "--", "jacap_nb")
-    except (OSError, subprocess.SubprocessError): return None
-    return head + ("+modified" if changed else "")
-
-def _installed_commit() -> str|None:
-    "The commit pip installed jacap_nb from (PEP 610's direct_url.json), or None (a release, or a plain folder)."
-    from importlib.metadata import distribution, PackageNotFoundError
-    try: info = json.loads(distribution("jacap_nb").read_text("direct_url.json") or "{}")
-    except (PackageNotFoundError, ValueError): return None
-    return info.get("vcs_info", {}).get("commit_id")
-
-@functools.cache
-def _imported_commit() -> str|None:
-    "`source_commit()` when first asked (a run asks before its model work): edits made during a long run do not rename it."
-    return source_commit()
-
-def library_versions() -> dict:
-    "Versions of python, torch, transformers, jacap_nb (and the commit it runs from, where one is known) and (when installed) kvpress."
-    import transformers, jacap_nb
-    from importlib.metadata import version, PackageNotFoundError
-    v = dict(python=platform.python_version(), torch=torch.__version__, transformers=transformers.__version__,
-             jacap_nb=jacap_nb.__version__)
-    if commit := _imported_commit(): v["jacap_nb_commit"] = commit
-    try: v["kvpress"] = version("kvpress")
-    except PackageNotFoundError: pass
-    return v
-
-def model_description(model, tokenizer) -> dict:
-    "Architecture and sizes of `model`, its dtype and attention implementation, and whether the tokenizer has a chat template."
-    cfg = model.config
-    return dict(architecture=type(model).__name__, n_layers=cfg.num_hidden_layers, n_heads=cfg.num_attention_heads,
-                n_kv_heads=cfg.num_key_value_heads, head_dim=getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads),
-                dtype=str(next(model.parameters()).dtype), attn_implementation=getattr(cfg, "_attn_implementation", None),
-                chat_template=bool(getattr(tokenizer, "chat_template", None)))
-
-def _method_config(spec:MethodSpec) -> dict:
-    out = dict(backend=spec.backend, name=spec.name, options=spec.options)
-    if spec.backend == "jacap_nb": out["press"] = press_config(make_press(spec.name, 0.5, **spec.press_options))
-    return out
-
-def write_config(out_dir, run:dict, model, tokenizer, specs:list, formats:list) -> dict:
-    "Write / extend out_dir/config.json with the protocol, the environment and this invocation."
-    path = Path(out_dir) / "config.json"
-    cfg = json.loads(path.read_text()) if path.exists() else {}
-    fmt = {f: dict(separator=PROMPT_FORMATS[f], example=dict(zip(("compressed", "appended"),
-               prompt_texts(tokenizer, "<CONTEXT>", "<QUESTION>", "<ANSWER PREFIX>", PROMPT_FORMATS[f])))) for f in formats}
-    cfg.update(protocol=PROTOCOL, decoding=dict(greedy=True, max_new_tokens=run.get("max_new_tokens")),
-               model=model_description(model, tokenizer), versions=library_versions())
-    cfg.setdefault("formats", {}).update(fmt)
-    cfg.setdefault("methods", {}).update({s.label: _method_config(s) for s in specs})
-    cfg.setdefault("runs", []).append(run)
-    path.write_text(json.dumps(cfg, indent=1, default=_json_default))
-    return cfg
-
-OPTIONS_BEFORE = {"jacap": dict(score="capacity", lookup_breadth=16.0, pivots=None)}
-
-def recorded_scorer_options(press:dict) -> dict:
-    "The scorer options a config.json's `press` records, with what `OPTIONS_BEFORE` says an older folder ran filled in."
-    return {**OPTIONS_BEFORE.get(press.get("scorer"), {}), **press.get("scorer_options", {})}
-
-def _press_changes(old:dict, new:dict) -> dict:
-    "Settings two `press_config`s both record (or `OPTIONS_BEFORE` fills in) and set differently: name -> (old, new)."
-    out = {k: (old[k], new[k]) for k in old.keys() & new.keys() - {"scorer_options"} if old[k] != new[k]}
-    so, sn = recorded_scorer_options(old), new.get("scorer_options", {})
-    return {**out, **{k: (so[k], sn[k]) for k in so.keys() & sn.keys() if so[k] != sn[k]}}
-
-def check_method_meanings(out_dir, specs:list):
-    "Refuse to add rows under a label that out_dir/config.json records with another press: the label's meaning changed."
-    path = Path(out_dir) / "config.json"
-    if not path.exists(): return
-    recorded = json.loads(path.read_text()).get("methods", {})
-    for s in specs:
-        old = recorded.get(s.label, {}).get("press")
-        if old is None or s.backend != "jacap_nb" or s.options.get("budget") == CALIBRATED: continue   # calibrated: its file
-        new = json.loads(json.dumps(_method_config(s)["press"], default=_json_default))
-        if ch := _press_changes(old, new): raise ValueError(
-            f"{path} records {s.label!r} with another press than the one it builds now "
-            f"({'; '.join(f'{k}: {a!r} then, {b!r} now' for k, (a, b) in sorted(ch.items()))}): its rows there mean the "
-            "old press. Use a new --out, or spell the old settings out in the method string")
 
 # %% ../nbs/12_bench.ipynb #8a4fd921
 def _check_ratios(ratios):
@@ -429,7 +325,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
                              f"valid: {', '.join(p for p in inspect.signature(t.make).parameters if p != 'count_tokens')}")
     t.make(**task_options)                                   # bad values (lengths, depths, n, filler) fail before the model
     check_method_meanings(out_dir, specs)                    # a resumed folder's labels still mean their presses
-    _imported_commit()                                       # the commit of the code that makes the rows, read before them
+    imported_commit()                                       # the commit of the code that makes the rows, read before them
     if model is None or isinstance(model, str):
         from jacap_nb.models import load_model
         model, tokenizer = load_model(model or "smollm2")
@@ -456,7 +352,7 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
     t0 = time.perf_counter()
     run = dict(task=task, methods=list(methods), ratios=list(ratios), formats=list(formats), task_options=task_options,
                n_examples=len(examples), max_new_tokens=max_new_tokens, started=time.strftime("%Y-%m-%d %H:%M:%S"),
-               rows_before=len(store), command=command, jacap_nb_commit=_imported_commit())   # versions: the last run's
+               rows_before=len(store), command=command, jacap_nb_commit=imported_commit())   # versions: the last run's
     extra = dict(interval=interval) if t.kind == "streaming" else {}
     jobs = [(g, f) for g in _groups(examples) for f in formats]
     for g, f in tqdm(jobs, desc=task, disable=not progress):
@@ -512,12 +408,6 @@ def bench_args(argv:list) -> dict:
     kw.update({k: getattr(a, k) for k in _TASK_OPTS if getattr(a, k) is not None})
     if a.threads: torch.set_num_threads(a.threads)
     return kw
-
-def portable_arg(arg:str) -> str:
-    "An absolute path in a recorded command is reduced to its last part (config.json must not hold this machine's paths)."
-    if arg.startswith("--") and "=" in arg:                                 # --out=/abs/path
-        k, v = arg.split("=", 1); return f"{k}={portable_arg(v)}"
-    return Path(arg).name if Path(arg).is_absolute() else arg
 
 def bench_cli(argv:list|None=None) -> int:
     "Entry point of `jacap-nb bench`: run, then print the summary as a markdown table."

@@ -21,7 +21,7 @@ from .cache import compress_layers, cache_kwarg
 from .presses import make_press, press_config, DecodingEviction
 from .scorers import Jacap
 from .methods import parse_method
-from .bench import library_versions, portable_arg
+from .provenance import library_versions, portable_arg
 from .report import markdown_table, method_color
 
 # %% ../nbs/15_speed.ipynb #6cf4bc5b
