@@ -4,7 +4,7 @@
 
 # %% ../nbs/03b_fused.ipynb #f3b07
 from __future__ import annotations
-import math, warnings
+import math, re, warnings
 import torch
 from torch import Tensor
 from .checks import check_number, check_noise_var, broadcast_shape
@@ -378,6 +378,13 @@ def _pivot_errors() -> tuple:
     return tuple(e for e in (triton.compiler.errors.CompilationError, errors.OutOfResources,
                              getattr(errors, "PTXASError", None)) if e is not None)
 
+_OLD_PTXAS = re.compile(r"\A(Internal Triton PTX codegen error: \n|`ptxas` failed with error code -?\d+: \n"
+                        r"|Please run `ptxas [^`\n]+` to confirm that this is a bug in `ptxas`\n)")
+
+def _cannot_run_here(e:BaseException) -> bool:
+    "Whether a pivot launch's error says the kernel cannot compile or fit here: Triton's classes, or ptxas failing under Triton <= 3.1 (a plain RuntimeError with one of its three messages)."
+    return isinstance(e, _pivot_errors()) or (type(e) is RuntimeError and _OLD_PTXAS.match(str(e)) is not None)
+
 _PIVOTS_IN_TORCH = {}   # (device, block sizes) -> the error its launch raised: pivots of that shape run in torch (a
                         # coarse key: the chunk count and the ints compiled Triton specialises are not in it)
 
@@ -391,7 +398,8 @@ def triton_pivot_columns(x:Tensor, z:Tensor, v:Tensor, sw:Tensor, e_max:Tensor, 
     shape = (str(x.device), *blocks.values())
     if shape not in _PIVOTS_IN_TORCH:
         try: return _pivot_launches(x, z, v, sw, e_max, rho, s2, m, blocks)
-        except _pivot_errors() as e:
+        except Exception as e:
+            if not _cannot_run_here(e): raise                        # anything else (a CUDA fault, a bug) is not hidden
             _PIVOTS_IN_TORCH[shape] = e
             warnings.warn(f"the co-occurrence pivot kernel cannot run here with blocks {blocks} ({type(e).__name__}: "
                           f"{str(e)[:200]}); pivot steps of this shape run in torch from now on (the same results, more launches)")
