@@ -4,7 +4,7 @@
 # examples, same prefills). Nothing is chosen here. make_press("jacap", r, queries="replay") builds KVzip's score and
 # allocation inside this library (the label jacap:queries=replay,score=attention,prior_weight=0,budget=heads); before
 # that it built Jacap's capacity score with the measured layer budget, spelt out in full in smollm2-needle below.
-# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|qwen-needle|gemma-passkey OUT [FORMAT]
+# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|qwen-needle|qwen-multikey|gemma-passkey OUT [FORMAT]
 # (FORMAT: one prompt format per process, blank or kvpress; both by default)
 set -euo pipefail
 which=$1; out=$2; formats=(${3:-blank kvpress})
@@ -33,6 +33,15 @@ case $which in
     copy defaults_heldout/qwen_needle_s1 qwen_needle_s1
     jacap-nb bench needle --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
       --ratios 0.75 0.9 --formats "${formats[@]}" --seed 1 --n 8 --max-new-tokens 32 --threads 1 --out "$out/qwen_needle_s1" ;;
+  qwen-multikey)
+    # Qwen2.5-Coder's multi-key set (../tasks_heldout, one folder per format: 8 facts in ~1K tokens, one asked, no answer
+    # prefix): KVzip and the replay variant as a user writes it, a third task for the comparison with the presses that
+    # re-read the context.
+    for f in "${formats[@]}"; do
+      copy tasks_heldout/qwen_multikey_$f qwen_multikey_$f
+      jacap-nb bench multikey --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
+        --ratios 0.75 0.9 --formats "$f" --no-answer-prefix --seed 1 --lengths 1024 --n 40 --threads 1 --out "$out/qwen_multikey_$f"
+    done ;;
   gemma-passkey)
     # Gemma-3-270M's passkey set (../gemma3_versions/sidebyside_s1, one folder per format): the replay variant as a user
     # writes it. KVzip is not run: it runs only in kvpress's own pipeline, which on Gemma-3 compresses the sliding-window
