@@ -37,7 +37,7 @@ def row_key(uid:str, method:str, ratio:float, fmt:str="blank") -> str:
     return f"{uid}|{method}|{float(ratio):g}|{fmt}"
 
 class ResultStore:
-    "Append-only JSONL of result rows; `key in store` tells whether a row was already written."
+    "Append-only JSONL of result rows written with `json_default`; `key in store` tells whether a row was already written."
     def __init__(self, path):
         self.path = Path(path); self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rows, bad = [], False

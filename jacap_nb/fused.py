@@ -373,7 +373,7 @@ def _pivot_blocks(d:int, dv:int, m:int) -> dict:
     return dict(BN=128 if available() == "triton-interpreter" else max(16, 2048 // max(bd, bdv, bm)), BD=bd, BDV=bdv, BM=bm)
 
 def _pivot_errors() -> tuple:
-    "What a pivot launch raises when it cannot compile or fit on this GPU (ptxas's own error class from Triton 3.2)."
+    "Triton's error classes for a kernel that cannot compile or fit here (PTXASError from Triton 3.2; older ptxas failures: `_cannot_run_here`)."
     errors = triton.runtime.errors
     return tuple(e for e in (triton.compiler.errors.CompilationError, errors.OutOfResources,
                              getattr(errors, "PTXASError", None)) if e is not None)

@@ -63,7 +63,7 @@ def smollm2():
 @pytest.mark.parametrize('key', sorted(CELLS), ids=lambda k: f'{k[0]}[{k[1]}]')
 def test_gpu_cell_runs_tiny(key, smollm2, tmp_path, capsys, monkeypatch):
     import jacap_nb.bench, jacap_nb.models, jacap_nb.pipeline, jacap_nb.presses, jacap_nb.report, jacap_nb.speed, jacap_nb.tasks
-    import jacap_nb.texts, jacap_nb.gpu_check
+    import jacap_nb.texts, jacap_nb.gpu_check, jacap_nb.provenance
     monkeypatch.setattr(jacap_nb.models, 'default_model', lambda: 'smollm2')   # the cells' own load_model(default_model())
     name, i = key
     repl, expected = CELLS[key]
@@ -71,7 +71,7 @@ def test_gpu_cell_runs_tiny(key, smollm2, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     ns = {}
     for mod in (jacap_nb.models, jacap_nb.texts, jacap_nb.tasks, jacap_nb.presses, jacap_nb.pipeline, jacap_nb.bench, jacap_nb.report,
-                jacap_nb.speed, jacap_nb.gpu_check):
+                jacap_nb.speed, jacap_nb.gpu_check, jacap_nb.provenance):
         ns.update({k: getattr(mod, k) for k in mod.__all__})          # what the notebook has imported by then (its import cells)
     model, tok = smollm2
     ns.update(model=model, tok=tok, tokenizer=tok, OUT=str(tmp_path / 'out'))
