@@ -173,7 +173,7 @@ def test_cooccurrence_pivot_ties(first_tie, monkeypatch):
 
 # Triton <= 3.1's make_cubin raises a plain RuntimeError when ptxas fails, with one of three messages
 OLD_PTXAS_MESSAGES = {"ptxas-exit-255": "Internal Triton PTX codegen error: \nptxas error   : Entry function uses too much shared data",
-             "ptxas-segfault": "Please run `ptxas /tmp/tmpab12.ptx` to confirm that this is a bug in `ptxas`\n",
+             "ptxas-segfault": "Please run `ptxas kernel.ptx` to confirm that this is a bug in `ptxas`\n",
              "ptxas-other": "`ptxas` failed with error code 1: \nptxas fatal   : Unresolved extern function",
              "ptxas-negative": "`ptxas` failed with error code -11: \n"}
 
