@@ -4,7 +4,7 @@
 # examples, same prefills). Nothing is chosen here. make_press("jacap", r, queries="replay") builds KVzip's score and
 # allocation inside this library (the label jacap:queries=replay,score=attention,prior_weight=0,budget=heads); before
 # that it built Jacap's capacity score with the measured layer budget, spelt out in full in smollm2-needle below.
-# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|qwen-needle|qwen-multikey|gemma-passkey OUT [FORMAT]
+# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|qwen-needle|qwen-multikey|qwen-code|gemma-passkey OUT [FORMAT]
 # (FORMAT: one prompt format per process, blank or kvpress; both by default)
 set -euo pipefail
 which=$1; out=$2; formats=(${3:-blank kvpress})
@@ -42,6 +42,13 @@ case $which in
       jacap-nb bench multikey --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
         --ratios 0.75 0.9 --formats "$f" --no-answer-prefix --seed 1 --lengths 1024 --n 40 --threads 1 --out "$out/qwen_multikey_$f"
     done ;;
+  qwen-code)
+    # Qwen2.5-Coder's code task (../tasks_heldout/qwen_code_blank: ~1K tokens of a stdlib module, a question for a
+    # function's def line, no answer prefix, `blank` only, where it entered the table): KVzip and the replay variant as
+    # a user writes it, a fourth task for the comparison with the presses that re-read the context.
+    copy tasks_heldout/qwen_code_blank qwen_code_blank
+    jacap-nb bench code --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
+      --ratios 0.75 0.9 --formats blank --no-answer-prefix --seed 1 --n 8 --threads 1 --out "$out/qwen_code_blank" ;;
   gemma-passkey)
     # Gemma-3-270M's passkey set (../gemma3_versions/sidebyside_s1, one folder per format): the replay variant as a user
     # writes it. KVzip is not run: it runs only in kvpress's own pipeline, which on Gemma-3 compresses the sliding-window
