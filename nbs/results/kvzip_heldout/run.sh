@@ -4,7 +4,7 @@
 # examples, same prefills). Nothing is chosen here. make_press("jacap", r, queries="replay") builds KVzip's score and
 # allocation inside this library (the label jacap:queries=replay,score=attention,prior_weight=0,budget=heads); before
 # that it built Jacap's capacity score with the measured layer budget, spelt out in full in smollm2-needle below.
-# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|qwen-needle|qwen-multikey|qwen-code|gemma-passkey OUT [FORMAT]
+# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|smollm2-passkey|qwen-needle|qwen-multikey|qwen-code|qwen-code-prefix|gemma-passkey OUT [FORMAT]
 # (FORMAT: one prompt format per process, blank or kvpress; both by default)
 set -euo pipefail
 which=$1; out=$2; formats=(${3:-blank kvpress})
@@ -27,6 +27,14 @@ case $which in
     jacap-nb bench needle --model smollm2 --answer-prefix --methods jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
       jacap:queries=replay,score=attention,prior_weight=0,budget=layers --ratios 0.75 0.9 \
       --formats "${formats[@]}" --seed 1 --n 8 --threads 1 --out "$out/smollm2_needle_prefix_s1" ;;
+  smollm2-passkey)
+    # SmolLM2's passkey sets (../defaults_heldout, seeds 1 and 2, 20 examples each): our own template (the key stated
+    # twice, the answer prefix "The pass key is "), the easiest task here, so the comparison is not left to harder sets.
+    for s in 1 2; do
+      copy defaults_heldout/smollm2_passkey_s$s smollm2_passkey_s$s
+      jacap-nb bench passkey --model smollm2 --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
+        --ratios 0.75 0.9 --formats "${formats[@]}" --seed $s --n 4 --lengths 1024 --threads 1 --out "$out/smollm2_passkey_s$s"
+    done ;;
   qwen-needle)
     # Qwen2.5-Coder's needle set (../defaults_heldout): KVzip and the replay variant with KVzip's score and allocation
     # (what make_press("jacap", r, queries="replay") builds since it was chosen on SmolLM2's seed-0 passkey prompts).
@@ -49,6 +57,12 @@ case $which in
     copy tasks_heldout/qwen_code_blank qwen_code_blank
     jacap-nb bench code --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
       --ratios 0.75 0.9 --formats blank --no-answer-prefix --seed 1 --n 8 --threads 1 --out "$out/qwen_code_blank" ;;
+  qwen-code-prefix)
+    # The same code task with its answer prefix (../tasks_heldout/qwen_code_blank_prefix: the reply starts
+    # with a code fence), a fifth task for the comparison.
+    copy tasks_heldout/qwen_code_blank_prefix qwen_code_blank_prefix
+    jacap-nb bench code --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
+      --ratios 0.75 0.9 --formats blank --answer-prefix --seed 1 --n 8 --threads 1 --out "$out/qwen_code_blank_prefix" ;;
   gemma-passkey)
     # Gemma-3-270M's passkey set (../gemma3_versions/sidebyside_s1, one folder per format): the replay variant as a user
     # writes it. KVzip is not run: it runs only in kvpress's own pipeline, which on Gemma-3 compresses the sliding-window
