@@ -59,7 +59,7 @@ case $which in
       --ratios 0.75 0.9 --formats blank --no-answer-prefix --seed 1 --n 8 --threads 1 --out "$out/qwen_code_blank" ;;
   qwen-code-prefix)
     # The same code task with its answer prefix (../tasks_heldout/qwen_code_blank_prefix: the reply starts
-    # with a code fence), a fifth task for the comparison.
+    # with a code fence), a sixth task for the comparison (the passkey above is the fifth).
     copy tasks_heldout/qwen_code_blank_prefix qwen_code_blank_prefix
     jacap-nb bench code --model qwen2.5-coder-0.5b --methods kvpress:KVzip jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
       --ratios 0.75 0.9 --formats blank --answer-prefix --seed 1 --n 8 --threads 1 --out "$out/qwen_code_blank_prefix" ;;
