@@ -4,7 +4,7 @@
 # examples, same prefills). Nothing is chosen here. make_press("jacap", r, queries="replay") builds KVzip's score and
 # allocation inside this library (the label jacap:queries=replay,score=attention,prior_weight=0,budget=heads); before
 # that it built Jacap's capacity score with the measured layer budget, spelt out in full in smollm2-needle below.
-# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|smollm2-passkey|qwen-needle|qwen-multikey|qwen-code|qwen-code-prefix|gemma-passkey OUT [FORMAT]
+# Usage (kvpress environment): bash nbs/results/kvzip_heldout/run.sh smollm2-needle|smollm2-needle-kvzip-like|smollm2-needle-layer-budget|smollm2-passkey|qwen-needle|qwen-multikey|qwen-code|qwen-code-prefix|gemma-passkey OUT [FORMAT]
 # (FORMAT: one prompt format per process, blank or kvpress; both by default)
 set -euo pipefail
 which=$1; out=$2; formats=(${3:-blank kvpress})
@@ -27,6 +27,14 @@ case $which in
     jacap-nb bench needle --model smollm2 --answer-prefix --methods jacap:queries=replay,score=attention,prior_weight=0,budget=heads \
       jacap:queries=replay,score=attention,prior_weight=0,budget=layers --ratios 0.75 0.9 \
       --formats "${formats[@]}" --seed 1 --n 8 --threads 1 --out "$out/smollm2_needle_prefix_s1" ;;
+  smollm2-needle-layer-budget)
+    # KVzip's score with the one-pass default's allocation: re-reading queries, the largest attention, no prior, and the
+    # layer budget measured once per model (budget=auto, the default's), every head of a layer at the layer's share.
+    # Beside the per-prompt allocations above (heads, layers) it says whether KVzip's lead over the default on this set
+    # is its score or its allocation. A diagnosis: nothing is chosen here.
+    copy defaults_heldout/smollm2_needle_prefix_s1 smollm2_needle_prefix_s1_layer_budget
+    jacap-nb bench needle --model smollm2 --answer-prefix --methods jacap:queries=replay,score=attention,prior_weight=0,budget=auto \
+      --ratios 0.75 0.9 --formats "${formats[@]}" --seed 1 --n 8 --threads 1 --out "$out/smollm2_needle_prefix_s1_layer_budget" ;;
   smollm2-passkey)
     # SmolLM2's passkey sets (../defaults_heldout, seeds 1 and 2, 20 examples each): our own template (the key stated
     # twice, the answer prefix "The pass key is "), the easiest task here, so the comparison is not left to harder sets.
