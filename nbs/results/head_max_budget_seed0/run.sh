@@ -4,7 +4,7 @@
 # evaluation model and is not run here). Fresh folders: `jacap` is make_press("jacap", r) at this commit. Run from the
 # repository root, in the kvpress environment, after
 #   python nbs/results/head_max_budget_seed0/measure.py MODEL nbs/results/head_max_budget_seed0/MODEL.json
-# Usage: bash nbs/results/head_max_budget_seed0/run.sh smollm2|qwen OUT
+# Usage: bash nbs/results/head_max_budget_seed0/run.sh smollm2|smollm2-replay|qwen OUT
 set -euo pipefail
 which=$1; out=$2
 here=nbs/results/head_max_budget_seed0
@@ -14,6 +14,11 @@ case $which in
   smollm2)
     jacap-nb bench needle --model smollm2 --answer-prefix --methods full jacap "$(m smollm2)" "${common[@]}" --n 4 --out "$out/smollm2_needle_prefix"
     jacap-nb bench passkey --model smollm2 --methods full jacap "$(m smollm2)" "${common[@]}" --lengths 1024 --n 2 --out "$out/smollm2_passkey" ;;
+  smollm2-replay)
+    # KVzip's score (re-reading, largest attention) under the same budget and under each prompt's own layer shares: does
+    # the budget measured once give what the prompt's own shares give?
+    jacap-nb bench needle --model smollm2 --answer-prefix --methods full "jacap:queries=replay,score=attention,prior_weight=0,budget=$here/smollm2.json" \
+      jacap:queries=replay,score=attention,prior_weight=0,budget=layers "${common[@]}" --n 4 --out "$out/smollm2_needle_prefix_replay" ;;
   qwen)
     jacap-nb bench needle --model qwen2.5-coder-0.5b --methods full jacap "$(m qwen2.5-coder-0.5b)" "${common[@]}" --no-answer-prefix --n 2 \
       --max-new-tokens 32 --out "$out/qwen_needle"
