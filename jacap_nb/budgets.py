@@ -62,10 +62,12 @@ def layer_budget_from_ids(model:nn.Module,
                           n_sink:int=4,        # first tokens left out (always kept)
                           source:str="",       # how it was measured, kept in the budget
                           progress:bool=True,  # a progress bar over the prompts
+                          heads:str="mean",    # a layer's share from the mean over its KV heads, or from its most demanding head ("max")
                          ) -> LayerBudget:
-    "Each layer's kept-share curve: the mean over the prompts and the layer's KV heads of the shares above each threshold."
+    "Each layer's kept-share curve: the share of its (token, KV head) pairs above each threshold (`heads='max'`: its most demanding head's), averaged over the prompts."
     if not isinstance(prompts, (list, tuple)) or not prompts: raise TypeError("prompts must be a non-empty list of (1, N) id tensors")
     check_int("n_thresholds", n_thresholds, 2)
+    if heads not in ("mean", "max"): raise ValueError(f"heads must be 'mean' or 'max'; got {heads!r}")
     grid = torch.logspace(-6, 0, n_thresholds, dtype=torch.float64)
     n_layers, kept = len(model_adapters(model)), 0.0
     for ids in tqdm(prompts, desc="measuring the layer budget", disable=not progress):
@@ -74,7 +76,8 @@ def layer_budget_from_ids(model:nn.Module,
         with torch.no_grad(), probe(model):
             getattr(model, "model", model)(input_ids=ids.to(model.device), **{cache_kwarg(model): DynamicCache()})
         if len(probe.seen) != n_layers: raise RuntimeError("the press scored fewer layers than the model has")
-        frac = [(probe.seen[i][:, :, n_sink:, None].double() >= grid).double().mean((0, 1, 2)) for i in sorted(probe.seen)]
+        above = [(probe.seen[i][:, :, n_sink:, None].double() >= grid).double() for i in sorted(probe.seen)]   # (1, Hkv, P, M)
+        frac = [a.mean((0, 1, 2)) if heads == "mean" else a.mean((0, 2)).amax(0) for a in above]
         kept = kept + torch.stack(frac) / len(prompts)                     # (L, M)
     return LayerBudget(tuple(grid.tolist()), tuple(map(tuple, kept.clamp(0, 1).tolist())), source)
 
