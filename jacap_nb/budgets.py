@@ -69,6 +69,7 @@ def layer_budget_from_ids(model:nn.Module,
     check_int("n_thresholds", n_thresholds, 2)
     if heads not in ("mean", "max"): raise ValueError(f"heads must be 'mean' or 'max'; got {heads!r}")
     grid = torch.logspace(-6, 0, n_thresholds, dtype=torch.float64)
+    reduce = (lambda a: a.mean((0, 1, 2))) if heads == "mean" else (lambda a: a.mean((0, 2)).amax(0))   # (1, Hkv, P, M) -> (M,)
     n_layers, kept = len(model_adapters(model)), 0.0
     for ids in tqdm(prompts, desc="measuring the layer budget", disable=not progress):
         probe = ReplayAttentionProbe(n_sink=n_sink) if press is None else ScoreRecorder(press)
@@ -76,8 +77,7 @@ def layer_budget_from_ids(model:nn.Module,
         with torch.no_grad(), probe(model):
             getattr(model, "model", model)(input_ids=ids.to(model.device), **{cache_kwarg(model): DynamicCache()})
         if len(probe.seen) != n_layers: raise RuntimeError("the press scored fewer layers than the model has")
-        above = [(probe.seen[i][:, :, n_sink:, None].double() >= grid).double() for i in sorted(probe.seen)]   # (1, Hkv, P, M)
-        frac = [a.mean((0, 1, 2)) if heads == "mean" else a.mean((0, 2)).amax(0) for a in above]
+        frac = [reduce((probe.seen[i][:, :, n_sink:, None].double() >= grid).double()) for i in sorted(probe.seen)]   # one layer at a time
         kept = kept + torch.stack(frac) / len(prompts)                     # (L, M)
     return LayerBudget(tuple(grid.tolist()), tuple(map(tuple, kept.clamp(0, 1).tolist())), source)
 
