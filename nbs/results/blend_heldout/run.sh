@@ -5,9 +5,11 @@
 # passkey (seeds 1 and 2), both formats, and Qwen's code task without and with its prefix (`blank`), in the commands of
 # the folders the default's and the head-max rows are in, each beside the full cache. Nothing is chosen here. Run from
 # the repository root, in the kvpress environment.
-# Usage: bash nbs/results/blend_heldout/run.sh smollm2|qwen-code LAM OUT
+# `qwen` is Qwen2.5-Coder's held-out needle (stated once, no answer prefix; ../head_max_heldout's `qwen` case), where
+# the two rules were level; FORMAT runs one format into its own folder (one process per format).
+# Usage: bash nbs/results/blend_heldout/run.sh smollm2|qwen-code|qwen LAM OUT [FORMAT]
 set -euo pipefail
-which=$1; lam=$2; out=$3; formats=(blank kvpress)
+which=$1; lam=$2; out=$3; formats=(${4:-blank kvpress})
 m() { echo "jacap:budget=nbs/results/blend_budget_seed0/${1}_l$lam.json"; }
 case $which in
   smollm2)
@@ -20,5 +22,8 @@ case $which in
     for p in no-answer-prefix answer-prefix; do
       jacap-nb bench code --model qwen2.5-coder-0.5b --methods full "$(m qwen2.5-coder-0.5b)" --ratios 0.75 0.9 --formats blank \
         --$p --seed 1 --n 8 --threads 1 --out "$out/qwen_code_blank$([ $p = answer-prefix ] && echo _prefix)"; done ;;
+  qwen)
+    jacap-nb bench needle --model qwen2.5-coder-0.5b --methods full "$(m qwen2.5-coder-0.5b)" --ratios 0.75 0.9 \
+      --formats "${formats[@]}" --seed 1 --n 8 --max-new-tokens 32 --threads 1 --out "$out/qwen_needle_s1${4:+_$4}" ;;
   *) echo "unknown set $which"; exit 2 ;;
 esac
