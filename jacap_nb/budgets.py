@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
+from transformers import DynamicCache
 
 # %% auto #0
 __all__ = ['THRESHOLDS', 'BUDGET_TEXTS', 'ReplayAttentionProbe', 'layer_budget_from_ids', 'ScoreRecorder', 'budget_texts',
@@ -62,18 +63,20 @@ def layer_budget_from_ids(model:nn.Module,
                           n_sink:int=4,        # first tokens left out (always kept)
                           source:str="",       # how it was measured, kept in the budget
                           progress:bool=True,  # a progress bar over the prompts
-                          heads:str="mean",    # a layer's share from the mean over its KV heads, or from its most demanding head ("max")
+                          heads:str|float="mean", # a layer's share: the mean over its KV heads, its most demanding head's ("max"), or `lam` in [0, 1] between them
                          ) -> LayerBudget:
-    "Each layer's kept-share curve: the share of its (token, KV head) pairs above each threshold (`heads='max'`: its most demanding head's), averaged over the prompts."
+    "Each layer's kept-share curve: the share of its (token, KV head) pairs above each threshold (`heads='max'`: its most demanding head's; `lam`: the mix), averaged over the prompts."
     if not isinstance(prompts, (list, tuple)) or not prompts: raise TypeError("prompts must be a non-empty list of (1, N) id tensors")
     check_int("n_thresholds", n_thresholds, 2)
-    if heads not in ("mean", "max"): raise ValueError(f"heads must be 'mean' or 'max'; got {heads!r}")
+    lam = {"mean": 0.0, "max": 1.0}.get(heads) if isinstance(heads, str) else None if isinstance(heads, bool) else heads
+    if not isinstance(lam, (int, float)) or not 0 <= lam <= 1: raise ValueError(f"heads must be 'mean', 'max' or a number in [0, 1]; got {heads!r}")
     grid = torch.logspace(-6, 0, n_thresholds, dtype=torch.float64)
-    reduce = (lambda a: a.mean((0, 1, 2))) if heads == "mean" else (lambda a: a.mean((0, 2)).amax(0))   # (1, Hkv, P, M) -> (M,)
+    def reduce(a):                                                          # (1, Hkv, P, M) -> (M,)
+        per_head = a.mean((0, 2))                                           # (Hkv, M)
+        return per_head.mean(0) if lam == 0 else per_head.amax(0) if lam == 1 else (1 - lam) * per_head.mean(0) + lam * per_head.amax(0)
     n_layers, kept = len(model_adapters(model)), 0.0
     for ids in tqdm(prompts, desc="measuring the layer budget", disable=not progress):
         probe = ReplayAttentionProbe(n_sink=n_sink) if press is None else ScoreRecorder(press)
-        from transformers import DynamicCache
         with torch.no_grad(), probe(model):
             getattr(model, "model", model)(input_ids=ids.to(model.device), **{cache_kwarg(model): DynamicCache()})
         if len(probe.seen) != n_layers: raise RuntimeError("the press scored fewer layers than the model has")
@@ -89,7 +92,6 @@ class ScoreRecorder:
     def resolve(self, model, tokenizer=None):
         self.press = self.press.resolve(model, tokenizer); return self
     def scores(self, view):
-
         s = self.press.scores(view); self.seen[view.adapter.layer_idx] = s.float().cpu(); return s
 
 # %% ../nbs/06b_budgets.ipynb #32bc78ee
