@@ -343,7 +343,12 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
         for s in specs:
             if s.options.get("budget") == CALIBRATED: s.layer_budget = lb
     if any(s.backend == "jacap_nb" and make_press(s.name, 0.5, **s.press_options).budget == "auto" for s in specs):
-        measured_layer_budget(model, tokenizer, progress=progress).save(out_dir / "layer_budget_auto.json")   # once per model
+        lb, saved = measured_layer_budget(model, tokenizer, progress=progress), out_dir / "layer_budget_auto.json"   # once per model
+        if saved.exists() and ((old := LayerBudget.load(saved)).source != lb.source or old.n_layers != lb.n_layers or
+                               max(abs(a - b) for r, s in zip(old.kept, lb.kept) for a, b in zip(r, s)) > 1e-6): raise ValueError(
+            f"{saved} holds another measured budget ({old.source!r}) than the one measured now ({lb.source!r}): the rows "
+            "there were made with it; use a new --out")
+        lb.save(saved)
     if any(needs_pipeline(s) for s in specs):
         from transformers import pipeline
         pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tokenizer)

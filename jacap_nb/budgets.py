@@ -14,8 +14,8 @@ from tqdm.auto import tqdm
 from transformers import DynamicCache
 
 # %% auto #0
-__all__ = ['THRESHOLDS', 'BUDGET_TEXTS', 'ReplayAttentionProbe', 'layer_budget_from_ids', 'ScoreRecorder', 'budget_texts',
-           'model_fingerprint', 'NoTokenizer', 'budget_path', 'measured_layer_budget']
+__all__ = ['THRESHOLDS', 'BUDGET_TEXTS', 'MEASURED_HEADS', 'ReplayAttentionProbe', 'layer_budget_from_ids', 'ScoreRecorder',
+           'budget_texts', 'model_fingerprint', 'NoTokenizer', 'budget_path', 'measured_layer_budget']
 
 # %% ../nbs/06b_budgets.ipynb #f1b0a040
 from .checks import check_int
@@ -120,14 +120,17 @@ def model_fingerprint(model:nn.Module) -> str:
 class NoTokenizer(ValueError):
     "`measured_layer_budget` found no tokenizer for the model."
 
-_MEASURED = weakref.WeakKeyDictionary()    # model -> its LayerBudget, for this process
+MEASURED_HEADS = 0.75   # `measured_layer_budget`'s rule: each layer's share 3/4 of the way from the mean over its KV heads to its most demanding head's
+_MEASURED = weakref.WeakKeyDictionary()    # model -> {heads: its LayerBudget}, for this process
 
-def budget_path(model:nn.Module) -> Path:
-    "Where the model's measured budget is cached: $JACAP_NB_BUDGETS (default $JACAP_NB_CACHE/budgets)/<model type>-<fingerprint[:16]>-transformers<version>.json."
+def budget_path(model:nn.Module,
+                heads:str|float=MEASURED_HEADS, # the rule it was measured by (`layer_budget_from_ids`' heads)
+               ) -> Path:
+    "Where the model's measured budget is cached: $JACAP_NB_BUDGETS (default $JACAP_NB_CACHE/budgets)/<model type>-<fingerprint[:16]>-transformers<version>-heads<heads>.json."
     import transformers
     kind = re.sub(r"[^A-Za-z0-9_.-]", "_", str(getattr(getattr(model, "config", None), "model_type", type(model).__name__)))
     root = Path(os.environ["JACAP_NB_BUDGETS"]) if os.environ.get("JACAP_NB_BUDGETS") else cache_root() / "budgets"
-    return root / f"{kind}-{model_fingerprint(model)[:16]}-transformers{transformers.__version__}.json"
+    return root / f"{kind}-{model_fingerprint(model)[:16]}-transformers{transformers.__version__}-heads{heads}.json"
 
 
 def _tokenizer_of(model:nn.Module):
@@ -141,17 +144,18 @@ def measured_layer_budget(model:nn.Module,
                           tokenizer=None,       # the model's tokenizer (default: the one at model.name_or_path)
                           progress:bool=True,   # a progress bar while measuring (first use only)
                           refresh:bool=False,   # measure again even if a cached budget exists
+                          heads:str|float=MEASURED_HEADS, # each layer's share from its KV heads (`layer_budget_from_ids`)
                          ) -> LayerBudget:
     "The model's `LayerBudget`: read from its cache file, or measured on `budget_texts` (first use) and saved there."
-    if not refresh and model in _MEASURED: return _MEASURED[model]
-    path = budget_path(model)
+    if not refresh and heads in _MEASURED.get(model, {}): return _MEASURED[model][heads]
+    path = budget_path(model, heads)
     if path.exists() and not refresh: lb = LayerBudget.load(path)
     else:
         tok = _tokenizer_of(model) if tokenizer is None else tokenizer
         prompts = [torch.tensor([tok(t)["input_ids"]], dtype=torch.long) for t in budget_texts(token_counter(tok))]
-        lb = layer_budget_from_ids(model, prompts, progress=progress,
-                                   source=f"measured_layer_budget: re-reading attention on {len(prompts)} pydoc texts")
+        lb = layer_budget_from_ids(model, prompts, progress=progress, heads=heads,
+                                   source=f"measured_layer_budget: re-reading attention on {len(prompts)} pydoc texts, heads={heads}")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp"); lb.save(tmp); tmp.replace(path)   # atomic: parallel tests share it
-    _MEASURED[model] = lb
+    _MEASURED.setdefault(model, {})[heads] = lb
     return lb

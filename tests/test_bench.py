@@ -5,6 +5,7 @@ import copy, json, os, sys
 import pytest, torch
 from transformers import DynamicCache
 import jacap_nb.bench as B
+from jacap_nb.allocation import LayerBudget
 from jacap_nb.methods import parse_method, parse_value
 from jacap_nb.bench import bench_args, bench_cli, run_bench, ResultStore, row_key, compress_prefill, needs_pipeline
 from jacap_nb.capture import capture_prefill
@@ -63,6 +64,20 @@ def test_resume_redoes_only_what_is_missing(tiny, tmp_path, monkeypatch):
     assert len(load_rows(tmp_path)) == len(rows) + 2 * 2 * 2
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert [r["rows_after"] for r in cfg["runs"]] == [20, 20, 20, 28] and "snapkv" in cfg["methods"]
+
+
+def test_a_folder_measured_by_another_rule_takes_no_rows(tiny, tmp_path):
+    "`budget='auto'` rows of a folder whose layer_budget_auto.json another rule measured are not mixed with today's."
+    model, tok = tiny
+    kw = dict(formats=["blank"], max_new_tokens=3, progress=False, **OPTS)
+    run_bench("passkey", ["full", "jacap:halo=32"], [0.5], tmp_path, model, tok, **kw)
+    saved = tmp_path / "layer_budget_auto.json"
+    lb = LayerBudget.load(saved)
+    assert lb.source.endswith("heads=0.75")                                            # MEASURED_HEADS
+    run_bench("passkey", ["full", "jacap:halo=32"], [0.5, 0.75], tmp_path, model, tok, **kw)   # the same rule: rows added
+    LayerBudget(lb.thresholds, lb.kept, lb.source.replace(", heads=0.75", "")).save(saved)   # as a folder made before
+    with pytest.raises(ValueError, match="holds another measured budget"):
+        run_bench("passkey", ["full", "jacap:halo=32"], [0.5, 0.75, 0.9], tmp_path, model, tok, **kw)
 
 
 def test_result_store_survives_a_cut_line_in_the_middle(tmp_path):
