@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 # %% auto #0
 __all__ = ['RUNNERS', 'row_key', 'ResultStore', 'answer_token_positions', 'needle_retention', 'compress_prefill',
-           'needs_pipeline', 'run_bench', 'bench_parser', 'bench_args', 'bench_cli']
+           'needs_pipeline', 'check_measured_budget', 'run_bench', 'bench_parser', 'bench_args', 'bench_cli']
 
 # %% ../nbs/12_bench.ipynb #efaed952
 from .tasks import get_task, TASKS, token_fidelity
@@ -288,6 +288,28 @@ def _streaming_group(task, group, specs, ratios, fmt, model, tokenizer, store, o
 
 RUNNERS = {"qa": _qa_group, "fidelity": _fidelity_group, "streaming": _streaming_group}
 
+# %% ../nbs/12_bench.ipynb #mb12ex01
+def check_measured_budget(out_dir,              # the run's folder
+                          lb:LayerBudget,       # the budget `measured_layer_budget` gives now
+                          labels=(),            # method labels whose rows use it (`budget="auto"`)
+                          tol:float=1e-3,       # the largest share difference read as measuring again
+                         ):
+    "Record `lb` as out_dir/layer_budget_auto.json, or check it against the record: rows there used the recorded one."
+    saved = Path(out_dir) / "layer_budget_auto.json"
+    use_it = f"use a new --out, or run with the recorded budget (budget={saved})"
+    if not saved.exists():
+        if any(r["method"] in set(labels) for r in load_rows(out_dir)): raise ValueError(
+            f"{out_dir} holds budget='auto' rows and no record of the budget they used: {use_it}")
+        Path(out_dir).mkdir(parents=True, exist_ok=True); lb.save(saved); return
+    old = LayerBudget.load(saved)
+    if old.source != lb.source: raise ValueError(
+        f"{saved} records a budget measured as {old.source!r}, today's is {lb.source!r} (another rule): {use_it}")
+    moved = (old.thresholds != lb.thresholds or old.n_layers != lb.n_layers or
+             (torch.tensor(old.kept, dtype=torch.float64) - torch.tensor(lb.kept, dtype=torch.float64)).abs().max() > tol)
+    if moved: raise ValueError(f"{saved} records another budget than the one measured now under the same rule (another "
+                               f"tokenizer or transformers version?): {use_it}")
+
+
 # %% ../nbs/12_bench.ipynb #9acfa453
 def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
               methods:list,          # method strings (see `parse_method`)
@@ -343,12 +365,8 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
         for s in specs:
             if s.options.get("budget") == CALIBRATED: s.layer_budget = lb
     if any(s.backend == "jacap_nb" and make_press(s.name, 0.5, **s.press_options).budget == "auto" for s in specs):
-        lb, saved = measured_layer_budget(model, tokenizer, progress=progress), out_dir / "layer_budget_auto.json"   # once per model
-        if saved.exists() and ((old := LayerBudget.load(saved)).source != lb.source or old.n_layers != lb.n_layers or
-                               max(abs(a - b) for r, s in zip(old.kept, lb.kept) for a, b in zip(r, s)) > 1e-6): raise ValueError(
-            f"{saved} holds another measured budget ({old.source!r}) than the one measured now ({lb.source!r}): the rows "
-            "there were made with it; use a new --out")
-        lb.save(saved)
+        check_measured_budget(out_dir, measured_layer_budget(model, tokenizer, progress=progress), {s.label for s in specs
+                              if s.backend == "jacap_nb" and make_press(s.name, 0.5, **s.press_options).budget == "auto"})
     if any(needs_pipeline(s) for s in specs):
         from transformers import pipeline
         pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tokenizer)

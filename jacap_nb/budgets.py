@@ -4,7 +4,7 @@
 
 # %% ../nbs/06b_budgets.ipynb #b915be6d
 from __future__ import annotations
-import hashlib, json, os, random, re, weakref
+import hashlib, json, numbers, os, random, re, weakref
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +56,13 @@ class ReplayAttentionProbe:
 # %% ../nbs/06b_budgets.ipynb #6ec35b2f
 THRESHOLDS = torch.logspace(-6, 0, 121, dtype=torch.float64)   # the default ladder of score thresholds
 
+def _head_mix(heads) -> float:
+    "The mix `lam` a `heads` argument names: 'mean' 0, 'max' 1, a number in [0, 1] itself (one name, one file, one key)."
+    lam = {"mean": 0.0, "max": 1.0}.get(heads) if isinstance(heads, str) else None if isinstance(heads, bool) else heads
+    if not isinstance(lam, numbers.Real) or not 0 <= lam <= 1:
+        raise ValueError(f"heads must be 'mean', 'max' or a number in [0, 1]; got {heads!r}")
+    return float(lam)
+
 def layer_budget_from_ids(model:nn.Module,
                           prompts:list,        # token ids (1, N) of each text
                           press=None,          # a press whose scores compare across layers (default: `ReplayAttentionProbe`)
@@ -63,17 +70,18 @@ def layer_budget_from_ids(model:nn.Module,
                           n_sink:int=4,        # first tokens left out (always kept)
                           source:str="",       # how it was measured, kept in the budget
                           progress:bool=True,  # a progress bar over the prompts
-                          heads:str|float="mean", # a layer's share: the mean over its KV heads, its most demanding head's ("max"), or `lam` in [0, 1] between them
+                          heads:str|float="mean", # a layer's share: mean over its KV heads, "max" (its most demanding
+                                               # head's), or a number lam in [0, 1]: (1 - lam) * mean + lam * max
                          ) -> LayerBudget:
-    "Each layer's kept-share curve: the share of its (token, KV head) pairs above each threshold (`heads='max'`: its most demanding head's; `lam`: the mix), averaged over the prompts."
+    "Each layer's kept-share curve: the share of its (token, KV head) pairs above each threshold, averaged over the prompts."
     if not isinstance(prompts, (list, tuple)) or not prompts: raise TypeError("prompts must be a non-empty list of (1, N) id tensors")
     check_int("n_thresholds", n_thresholds, 2)
-    lam = {"mean": 0.0, "max": 1.0}.get(heads) if isinstance(heads, str) else None if isinstance(heads, bool) else heads
-    if not isinstance(lam, (int, float)) or not 0 <= lam <= 1: raise ValueError(f"heads must be 'mean', 'max' or a number in [0, 1]; got {heads!r}")
+    lam = _head_mix(heads)
     grid = torch.logspace(-6, 0, n_thresholds, dtype=torch.float64)
     def reduce(a):                                                          # (1, Hkv, P, M) -> (M,)
         per_head = a.mean((0, 2))                                           # (Hkv, M)
-        return per_head.mean(0) if lam == 0 else per_head.amax(0) if lam == 1 else (1 - lam) * per_head.mean(0) + lam * per_head.amax(0)
+        if lam in (0, 1): return per_head.mean(0) if lam == 0 else per_head.amax(0)
+        return (1 - lam) * per_head.mean(0) + lam * per_head.amax(0)
     n_layers, kept = len(model_adapters(model)), 0.0
     for ids in tqdm(prompts, desc="measuring the layer budget", disable=not progress):
         probe = ReplayAttentionProbe(n_sink=n_sink) if press is None else ScoreRecorder(press)
@@ -120,17 +128,17 @@ def model_fingerprint(model:nn.Module) -> str:
 class NoTokenizer(ValueError):
     "`measured_layer_budget` found no tokenizer for the model."
 
-MEASURED_HEADS = 0.75   # `measured_layer_budget`'s rule: each layer's share 3/4 of the way from the mean over its KV heads to its most demanding head's
-_MEASURED = weakref.WeakKeyDictionary()    # model -> {heads: its LayerBudget}, for this process
+MEASURED_HEADS = 0.75   # `measured_layer_budget`'s rule: a layer's share 3/4 of the way from its KV heads' mean to their max
+_MEASURED = weakref.WeakKeyDictionary()    # model -> {lam: its LayerBudget}, for this process
 
 def budget_path(model:nn.Module,
                 heads:str|float=MEASURED_HEADS, # the rule it was measured by (`layer_budget_from_ids`' heads)
                ) -> Path:
-    "Where the model's measured budget is cached: $JACAP_NB_BUDGETS (default $JACAP_NB_CACHE/budgets)/<model type>-<fingerprint[:16]>-transformers<version>-heads<heads>.json."
+    "The model's cached budget: $JACAP_NB_BUDGETS/<model type>-<fingerprint[:16]>-transformers<version>-heads<lam>.json."
     import transformers
     kind = re.sub(r"[^A-Za-z0-9_.-]", "_", str(getattr(getattr(model, "config", None), "model_type", type(model).__name__)))
     root = Path(os.environ["JACAP_NB_BUDGETS"]) if os.environ.get("JACAP_NB_BUDGETS") else cache_root() / "budgets"
-    return root / f"{kind}-{model_fingerprint(model)[:16]}-transformers{transformers.__version__}-heads{heads}.json"
+    return root / f"{kind}-{model_fingerprint(model)[:16]}-transformers{transformers.__version__}-heads{_head_mix(heads):g}.json"
 
 
 def _tokenizer_of(model:nn.Module):
@@ -147,15 +155,16 @@ def measured_layer_budget(model:nn.Module,
                           heads:str|float=MEASURED_HEADS, # each layer's share from its KV heads (`layer_budget_from_ids`)
                          ) -> LayerBudget:
     "The model's `LayerBudget`: read from its cache file, or measured on `budget_texts` (first use) and saved there."
-    if not refresh and heads in _MEASURED.get(model, {}): return _MEASURED[model][heads]
-    path = budget_path(model, heads)
+    lam = _head_mix(heads)                                                 # before any model work
+    if not refresh and lam in _MEASURED.get(model, {}): return _MEASURED[model][lam]
+    path = budget_path(model, lam)
     if path.exists() and not refresh: lb = LayerBudget.load(path)
     else:
         tok = _tokenizer_of(model) if tokenizer is None else tokenizer
         prompts = [torch.tensor([tok(t)["input_ids"]], dtype=torch.long) for t in budget_texts(token_counter(tok))]
-        lb = layer_budget_from_ids(model, prompts, progress=progress, heads=heads,
-                                   source=f"measured_layer_budget: re-reading attention on {len(prompts)} pydoc texts, heads={heads}")
+        lb = layer_budget_from_ids(model, prompts, progress=progress, heads=lam,
+                                   source=f"measured_layer_budget: re-reading attention on {len(prompts)} pydoc texts, heads={lam:g}")
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp"); lb.save(tmp); tmp.replace(path)   # atomic: parallel tests share it
-    _MEASURED.setdefault(model, {})[heads] = lb
+    _MEASURED.setdefault(model, {})[lam] = lb
     return lb
