@@ -364,9 +364,8 @@ def run_bench(task:str,              # a name in jacap_nb.tasks.TASKS
         lb.save(saved)
         for s in specs:
             if s.options.get("budget") == CALIBRATED: s.layer_budget = lb
-    if any(s.backend == "jacap_nb" and make_press(s.name, 0.5, **s.press_options).budget == "auto" for s in specs):
-        check_measured_budget(out_dir, measured_layer_budget(model, tokenizer, progress=progress), {s.label for s in specs
-                              if s.backend == "jacap_nb" and make_press(s.name, 0.5, **s.press_options).budget == "auto"})
+    auto = {s.label for s in specs if s.backend == "jacap_nb" and make_press(s.name, 0.5, **s.press_options).budget == "auto"}
+    if auto: check_measured_budget(out_dir, measured_layer_budget(model, tokenizer, progress=progress), auto)   # once per model
     if any(needs_pipeline(s) for s in specs):
         from transformers import pipeline
         pipe = pipeline("kv-press-text-generation", model=model, tokenizer=tokenizer)

@@ -79,8 +79,7 @@ def layer_budget_from_ids(model:nn.Module,
     lam = _head_mix(heads)
     grid = torch.logspace(-6, 0, n_thresholds, dtype=torch.float64)
     def reduce(a):                                                          # (1, Hkv, P, M) -> (M,)
-        per_head = a.mean((0, 2))                                           # (Hkv, M)
-        if lam in (0, 1): return per_head.mean(0) if lam == 0 else per_head.amax(0)
+        per_head = a.mean((0, 2))                                           # (Hkv, M); lam 0 and 1 give mean and max exactly
         return (1 - lam) * per_head.mean(0) + lam * per_head.amax(0)
     n_layers, kept = len(model_adapters(model)), 0.0
     for ids in tqdm(prompts, desc="measuring the layer budget", disable=not progress):

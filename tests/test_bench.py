@@ -74,7 +74,9 @@ def test_a_folder_measured_by_another_rule_takes_no_rows(tiny, tmp_path):
     saved = tmp_path / "layer_budget_auto.json"
     lb = LayerBudget.load(saved)
     assert lb.source.endswith("heads=0.75")                                            # MEASURED_HEADS
+    n = len(load_rows(tmp_path))
     run_bench("passkey", ["full", "jacap:halo=32"], [0.5, 0.75], tmp_path, model, tok, **kw)   # the same rule: rows added
+    assert len(load_rows(tmp_path)) == n + 2 and LayerBudget.load(saved) == lb              # 2 examples at 0.75; record kept
     LayerBudget(lb.thresholds, lb.kept, lb.source.replace(", heads=0.75", "")).save(saved)   # as a folder made before
     with pytest.raises(ValueError, match="another rule"):
         run_bench("passkey", ["full", "jacap:halo=32"], [0.5, 0.75, 0.9], tmp_path, model, tok, **kw)
